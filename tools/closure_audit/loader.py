@@ -1,0 +1,449 @@
+"""A model of glibc's dynamic loader: which file each DT_NEEDED entry loads.
+
+The rules (docs/loader.md has the cases):
+- Objects load breadth-first: every DT_NEEDED entry of the first object, then
+  those of the objects it brought in, in order.
+- A name already loaded in the process, as a SONAME, the name it was requested
+  under, or the same file under another name, satisfies a later need.
+- Otherwise the search order for object O is: DT_RPATH of O and of every object
+  above it in the load chain, each only when that object has no DT_RUNPATH,
+  and only when O has no DT_RUNPATH; then O's DT_RUNPATH (never inherited);
+  then the default directories, unless O is flagged DF_1_NODEFLIB.
+- $ORIGIN (or ${ORIGIN}) is the directory of the path an object was loaded
+  under, not of its symlink-resolved target; for the first object of a chain
+  it is its real directory (the kernel resolves the executable's links).
+- A candidate of the wrong ELF class or machine is skipped and the search goes
+  on; any other unreadable or malformed candidate ends the search with an error.
+
+Two environments differ only in their default directories: in a Nix store the
+search is hermetic (only the interpreter's own directory, as Nix's glibc
+does); in a tree the host's directories are searched and whatever is found
+there is marked as coming from the host.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+
+from .elf import ElfFile, InvalidElf, read_elf
+
+# glibc's own libraries: a Nix process always has them loaded from its glibc.
+GLIBC_FAMILY = (
+    "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
+    "libutil.so.1", "libresolv.so.2", "libanl.so.1", "libmvec.so.1",
+    "libBrokenLocale.so.1", "libthread_db.so.1", "libnss_*.so.2",
+    "ld-linux*.so.*", "ld64.so.*", "ld.so.1",
+)
+# The C runtime family a tree may take from the host.
+C_RUNTIME_FAMILY = GLIBC_FAMILY + ("libstdc++.so.6", "libgcc_s.so.1")
+DRIVER_LIBRARIES = (
+    "libcuda.so*", "libnvidia-*.so*", "libnvcuvid.so*", "libnvidia-ml.so*", "libcudadebugger.so*",
+)
+DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
+
+# How a need was satisfied.
+RPATH, RUNPATH, DEFAULT = "rpath", "runpath", "default"
+ALREADY_LOADED, PRELOADED = "already-loaded", "preloaded"
+DRIVER, PATH, NOT_FOUND = "driver", "path", "not-found"
+
+_DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?=/|$))")
+
+_PLATFORMS = {62: "x86_64", 3: "i686", 183: "aarch64", 40: "arm", 21: "ppc64", 22: "s390x", 243: "riscv64"}
+
+
+def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def split_search_path(value: str) -> list[str]:
+    """Components of a DT_RPATH/DT_RUNPATH string; '' stands for the working directory."""
+    return value.split(":")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Everything about the machine the model needs, fixed for one audit."""
+
+    mode: str  # "nix-store" or "tree"
+    store_dir: str = "/nix/store"
+    tree_roots: tuple[str, ...] = ()
+    host_dirs: tuple[str, ...] = ()
+    driver_dirs: tuple[str, ...] = DEFAULT_DRIVER_DIRS
+    driver_libraries: tuple[str, ...] = DRIVER_LIBRARIES
+    host_allowed: tuple[str, ...] = C_RUNTIME_FAMILY
+    lib_token: str | None = None
+    platform_token: str | None = None
+
+    @property
+    def nix(self) -> bool:
+        return self.mode == "nix-store"
+
+    def in_store(self, path: str) -> bool:
+        return path.startswith(self.store_dir.rstrip("/") + "/")
+
+    def in_tree(self, path: str) -> bool:
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in self.tree_roots)
+
+    def inside(self, path: str) -> bool:
+        """Inside what the audit covers: the store, or the trees."""
+        return self.in_store(path) if self.nix else self.in_tree(path)
+
+    def lib(self, elf: ElfFile) -> str:
+        if self.lib_token is not None:
+            return self.lib_token
+        return "lib" if self.nix else host_lib_token(elf)
+
+    def platform(self, elf: ElfFile) -> str:
+        return self.platform_token or _PLATFORMS.get(elf.machine, "")
+
+    def is_driver(self, name: str) -> bool:
+        return matches_any(name, self.driver_libraries)
+
+
+def host_lib_token(elf: ElfFile) -> str:
+    """What this host's glibc substitutes for $LIB: Debian's multiarch
+    directory, else lib64 for 64-bit objects where /lib64 is a real directory."""
+    triplets = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
+    triplet = triplets.get(elf.machine)
+    if triplet and os.path.isdir(f"/lib/{triplet}"):
+        return f"lib/{triplet}"
+    if elf.elf_class == 64 and os.path.isdir("/lib64") and not os.path.islink("/lib64"):
+        return "lib64"
+    return "lib"
+
+
+def read_ld_so_conf(path: str = "/etc/ld.so.conf", _depth: int = 0) -> list[str]:
+    """Directories named by ld.so.conf and the files it includes, in order."""
+    import glob
+
+    dirs: list[str] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return dirs
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("hwcap "):
+            continue
+        if line.startswith("include ") and _depth < 8:
+            for pattern in line.split()[1:]:
+                if not os.path.isabs(pattern):
+                    pattern = os.path.join(os.path.dirname(path), pattern)
+                for inc in sorted(glob.glob(pattern)):
+                    dirs.extend(read_ld_so_conf(inc, _depth + 1))
+        else:
+            dirs.extend(d for d in re.split(r"[\s,:]+", line) if d)
+    return dirs
+
+
+def default_host_dirs() -> tuple[str, ...]:
+    """The host's search list after the runpaths: ld.so.conf's directories
+    (what ld.so.cache indexes) and then the built-in system directories."""
+    builtin = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+               "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+               "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    out: list[str] = []
+    for d in read_ld_so_conf() + builtin:
+        if d not in out and os.path.isdir(d):
+            out.append(d)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    path: str  # after token expansion; '' is the working directory
+    entry: str  # as written in the object
+    how: str  # RPATH, RUNPATH or DEFAULT
+    owner: str | None = None  # object whose DT_RPATH/DT_RUNPATH holds it
+
+
+@dataclass
+class Resolution:
+    needed: str
+    how: str
+    path: str | None = None  # the path the loader opens
+    via: SearchDir | None = None
+    searched: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (candidate, why)
+    error: str | None = None  # a candidate that ends the search
+    shadowed: list[str] = field(default_factory=list)  # later candidates with other contents
+    target: "LoadedObject | None" = None
+
+
+@dataclass
+class LoadedObject:
+    path: str  # as loaded: decides $ORIGIN
+    real: str
+    elf: ElfFile
+    parent: "LoadedObject | None"
+    requested: str | None = None
+    resolutions: list[Resolution] = field(default_factory=list)
+    leaf: bool = False  # host and driver objects are not descended into
+
+    @property
+    def origin(self) -> str:
+        return os.path.dirname(self.path)
+
+
+@dataclass
+class Chain:
+    root: LoadedObject
+    objects: list[LoadedObject]
+
+
+class Loader:
+    """Resolves load chains. Caches directory listings, parsed candidates and
+    search results, so auditing many roots over the same libraries is cheap."""
+
+    def __init__(self, env: Environment, known: dict[str, ElfFile] | None = None):
+        self.env = env
+        self._listing: dict[str, frozenset[str] | None] = {}
+        self._files: dict[str, tuple[tuple[int, int] | None, ElfFile | None, str | None]] = {}
+        self._search: dict[tuple, tuple] = {}
+        self._known = dict(known or {})
+        self._real: dict[str, str] = {}
+
+    def realpath(self, path: str) -> str:
+        try:
+            return self._real[path]
+        except KeyError:
+            real = self._real[path] = os.path.realpath(path)
+            return real
+
+    # -- file system, cached -------------------------------------------------
+
+    def listing(self, directory: str) -> frozenset[str] | None:
+        try:
+            return self._listing[directory]
+        except KeyError:
+            pass
+        try:
+            names = frozenset(os.listdir(directory or "."))
+        except OSError:
+            names = None
+        self._listing[directory] = names
+        return names
+
+    def dir_exists(self, directory: str) -> bool:
+        return self.listing(directory) is not None
+
+    def candidate(self, path: str) -> tuple[tuple[int, int] | None, ElfFile | None, str | None]:
+        """(file identity, ELF facts, error) for a path the loader would open.
+        Identity None means the loader would not find it (absent or unreadable)."""
+        try:
+            return self._files[path]
+        except KeyError:
+            pass
+        result: tuple[tuple[int, int] | None, ElfFile | None, str | None]
+        try:
+            st = os.stat(path)
+        except OSError:
+            result = (None, None, None)
+        else:
+            ident = (st.st_dev, st.st_ino)
+            if not stat.S_ISREG(st.st_mode):
+                result = (ident, None, "not a regular file")
+            else:
+                elf = self._known.get(self.realpath(path))
+                if elf is not None:
+                    result = (ident, elf, None)
+                else:
+                    try:
+                        elf = read_elf(path)
+                    except InvalidElf as exc:
+                        result = (ident, None, f"invalid ELF: {exc.reason}")
+                    except PermissionError:
+                        result = (None, None, None)  # glibc skips files it cannot open
+                    except OSError as exc:
+                        result = (ident, None, f"cannot read: {exc.strerror}")
+                    else:
+                        result = (ident, None, "invalid ELF header") if elf is None else (ident, elf, None)
+        self._files[path] = result
+        return result
+
+    # -- search paths ----------------------------------------------------------
+
+    def expand(self, obj: LoadedObject, entry: str) -> str | None:
+        """Substitute dynamic string tokens as glibc does; None when an entry
+        cannot be expanded (glibc drops it)."""
+        if "$" not in entry:
+            return entry
+
+        def sub(m: re.Match) -> str:
+            token = m.group(1) or m.group(2)
+            if token == "ORIGIN":
+                return obj.origin
+            if token == "LIB":
+                return self.env.lib(obj.elf)
+            return self.env.platform(obj.elf)
+
+        return _DST.sub(sub, entry)
+
+    def _dirs(self, obj: LoadedObject, value: str, how: str) -> list[SearchDir]:
+        out = []
+        for entry in split_search_path(value):
+            expanded = self.expand(obj, entry) if entry else ""
+            if expanded is not None:
+                out.append(SearchDir(expanded, entry, how, obj.real))
+        return out
+
+    def search_path(self, obj: LoadedObject, root: LoadedObject) -> list[SearchDir]:
+        dirs: list[SearchDir] = []
+        if obj.elf.runpath is None:
+            o: LoadedObject | None = obj
+            while o is not None:
+                if o.elf.runpath is None and o.elf.rpath is not None:
+                    dirs.extend(self._dirs(o, o.elf.rpath, RPATH))
+                o = o.parent
+        else:
+            dirs.extend(self._dirs(obj, obj.elf.runpath, RUNPATH))
+        if not obj.elf.nodeflib:
+            dirs.extend(SearchDir(d, d, DEFAULT) for d in self.default_dirs(root))
+        return dirs
+
+    def default_dirs(self, root: LoadedObject) -> tuple[str, ...]:
+        if not self.env.nix:
+            return self.env.host_dirs
+        # Nix's glibc searches only its own lib directory, the interpreter's.
+        interp = root.elf.interp
+        if interp and self.env.in_store(interp):
+            return (os.path.dirname(interp),)
+        return ()
+
+    # -- resolution ------------------------------------------------------------
+
+    def find(self, name: str, dirs: list[SearchDir], abi: tuple[int, int]) -> Resolution:
+        key = (name, tuple(dirs), abi)
+        cached = self._search.get(key)
+        if cached is None:
+            cached = self._find(name, dirs, abi)
+            self._search[key] = cached
+        how, path, via, searched, skipped, error, shadowed = cached
+        return Resolution(name, how, path, via, list(searched), list(skipped), error, list(shadowed))
+
+    def _find(self, name: str, dirs: list[SearchDir], abi: tuple[int, int]) -> tuple:
+        searched: list[str] = []
+        skipped: list[tuple[str, str]] = []
+        found: tuple[str, SearchDir, tuple[int, int]] | None = None
+        shadowed: list[str] = []
+        seen_dirs: set[str] = set()
+        for d in dirs:
+            if d.path in seen_dirs:
+                continue
+            seen_dirs.add(d.path)
+            if found is not None and d.how == DEFAULT:
+                break  # shadowing only matters among runpath directories
+            if found is None:
+                searched.append(d.path)
+            names = self.listing(d.path)
+            if names is None or name not in names:
+                continue
+            path = os.path.join(d.path, name) if d.path else name
+            ident, elf, error = self.candidate(path)
+            if ident is None:
+                continue
+            if found is None:
+                if error is not None:
+                    return (NOT_FOUND, path, d, searched, skipped, f"{path}: {error}", ())
+                if elf.abi_key() != abi:
+                    skipped.append((path, f"ELF{elf.elf_class} {elf.machine_name}"))
+                    continue
+                found = (path, d, ident)
+            elif d.how != DEFAULT and elf is not None and elf.abi_key() == abi and ident != found[2]:
+                # Another runpath directory offers the same name: fine only if identical.
+                if not _same_contents(found[0], path):
+                    shadowed.append(path)
+        if found is None:
+            return (NOT_FOUND, None, None, searched, skipped, None, ())
+        path, d, _ident = found
+        return (d.how, path, d, searched, skipped, None, tuple(shadowed))
+
+    def chain(self, root_path: str, root_elf: ElfFile) -> Chain:
+        """Load `root_path` as the first object of a process and everything it needs."""
+        env = self.env
+        root = LoadedObject(root_path, root_path, root_elf, None)
+        objects = [root]
+        by_name: dict[str, LoadedObject] = {root_path: root}
+        if root_elf.soname:
+            by_name[root_elf.soname] = root
+        by_ident: dict[tuple[int, int], LoadedObject] = {}
+        ident = self.candidate(root_path)[0]
+        if ident is not None:
+            by_ident[ident] = root
+        preloaded: tuple[str, ...] = ()
+        if root_elf.interp:
+            preloaded = (os.path.basename(root_elf.interp),)  # ld.so is mapped before anything
+        elif env.nix:
+            preloaded = GLIBC_FAMILY  # a library's process already runs on its own glibc
+        abi = root_elf.abi_key()
+
+        i = 0
+        while i < len(objects):
+            obj = objects[i]
+            i += 1
+            if obj.leaf:
+                continue
+            for name in obj.elf.needed:
+                res = self._resolve(obj, root, name, abi, by_name, preloaded)
+                obj.resolutions.append(res)
+                if res.path is None or res.how in (NOT_FOUND, ALREADY_LOADED, PRELOADED, DRIVER):
+                    continue
+                cid, elf, _ = self.candidate(res.path)
+                if cid in by_ident:
+                    res.how = ALREADY_LOADED
+                    res.target = by_ident[cid]
+                    by_name[name] = res.target
+                    continue
+                real = self.realpath(res.path)
+                child = LoadedObject(res.path, real, elf, obj, requested=name)
+                child.leaf = not env.inside(real) or env.is_driver(name)
+                res.target = child
+                objects.append(child)
+                by_ident[cid] = child
+                by_name[name] = child
+                by_name[res.path] = child
+                if elf.soname:
+                    by_name.setdefault(elf.soname, child)
+        return Chain(root, objects)
+
+    def _resolve(self, obj: LoadedObject, root: LoadedObject, name: str, abi: tuple[int, int],
+                 by_name: dict[str, LoadedObject], preloaded: tuple[str, ...]) -> Resolution:
+        env = self.env
+        if "$" in name:
+            name = self.expand(obj, name) or name
+        hit = by_name.get(name)
+        if hit is not None:
+            return Resolution(name, ALREADY_LOADED, hit.path, target=hit)
+        if "/" in name:
+            # A name with a slash is opened as is, relative to the working directory.
+            if not os.path.isabs(name):
+                return Resolution(name, NOT_FOUND, error="relative path depends on the working directory")
+            ident, elf, error = self.candidate(name)
+            if ident is None or error is not None:
+                return Resolution(name, NOT_FOUND, searched=[os.path.dirname(name)], error=error)
+            return Resolution(name, PATH, name)
+        if matches_any(name, preloaded):
+            return Resolution(name, PRELOADED)
+        dirs = self.search_path(obj, root)
+        res = self.find(name, dirs, abi)
+        if env.is_driver(name) and (res.how in (NOT_FOUND, DEFAULT)):
+            # The real driver lives outside any tree or closure. In the store it is
+            # reachable only through the driver directory in the runpath.
+            in_path = any(d.path in env.driver_dirs for d in dirs)
+            if not env.nix or in_path:
+                return Resolution(name, DRIVER, searched=res.searched)
+        return res
+
+
+def _same_contents(a: str, b: str) -> bool:
+    import filecmp
+
+    try:
+        return filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False

@@ -1,0 +1,120 @@
+"""The audit policy: a TOML file that tunes rules and the loader model.
+
+Every key is checked; an unknown key or a value of the wrong type is an error
+naming the key, so a typo can never silently weaken a gate. docs/policy.md
+documents the format.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass, field
+
+from .loader import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
+from .rules import OFF, RULES, SEVERITIES
+
+
+class PolicyError(Exception):
+    """A policy that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    severity: dict[str, str] = field(default_factory=dict)
+    driver_dirs: tuple[str, ...] = DEFAULT_DRIVER_DIRS
+    driver_libraries: tuple[str, ...] = DRIVER_LIBRARIES
+    host_allowed: tuple[str, ...] = C_RUNTIME_FAMILY
+    host_dirs: tuple[str, ...] | None = None  # None: read from the host
+    lib_token: str | None = None
+    platform_token: str | None = None
+    ignore_paths: tuple[str, ...] = ()
+
+    def severity_of(self, rule: str, mode: str) -> str | None:
+        """The severity a finding gets, or None when the rule is off or not
+        checked in this mode."""
+        chosen = self.severity.get(rule)
+        if chosen is not None:
+            return None if chosen == OFF else chosen
+        return RULES[rule].default(mode)
+
+    def ignored(self, path: str, roots: tuple[str, ...] = ()) -> bool:
+        if not self.ignore_paths:
+            return False
+        candidates = [path]
+        for root in roots:
+            if path.startswith(root.rstrip("/") + "/"):
+                candidates.append(path[len(root.rstrip("/")) + 1:])
+        return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in self.ignore_paths)
+
+
+# table -> key -> (attribute, kind)
+_SCHEMA = {
+    "driver": {"directories": ("driver_dirs", "paths"), "libraries": ("driver_libraries", "strings")},
+    "host": {"allowed-libraries": ("host_allowed", "extend"), "directories": ("host_dirs", "paths")},
+    "loader": {"lib": ("lib_token", "string"), "platform": ("platform_token", "string")},
+    "ignore": {"paths": ("ignore_paths", "strings")},
+}
+
+
+def load_policy(path: str | None) -> Policy:
+    if path is None:
+        return Policy()
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise PolicyError(f"policy file not found: {path}") from None
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"policy {path} is not valid TOML: {exc}") from None
+    return parse_policy(data, path)
+
+
+def parse_policy(data: dict, source: str = "policy") -> Policy:
+    values: dict = {}
+    for table, content in data.items():
+        if table == "schema":
+            if content != "closure-audit-policy/1":
+                raise PolicyError(f"{source}: unsupported schema {content!r} (expected 'closure-audit-policy/1')")
+            continue
+        if not isinstance(content, dict):
+            raise PolicyError(f"{source}: '{table}' must be a table")
+        if table == "severity":
+            values["severity"] = _severities(content, source)
+            continue
+        keys = _SCHEMA.get(table)
+        if keys is None:
+            raise PolicyError(f"{source}: unknown table [{table}]")
+        for key, value in content.items():
+            if key not in keys:
+                raise PolicyError(f"{source}: unknown key '{table}.{key}'")
+            attribute, kind = keys[key]
+            values[attribute] = _value(value, kind, f"{table}.{key}", source)
+    return Policy(**values)
+
+
+def _severities(content: dict, source: str) -> dict[str, str]:
+    out = {}
+    for rule, level in content.items():
+        if rule not in RULES:
+            raise PolicyError(f"{source}: unknown rule '{rule}' in [severity] (known: {', '.join(RULES)})")
+        if level not in SEVERITIES + (OFF,):
+            raise PolicyError(f"{source}: severity of '{rule}' must be one of error, warning, info, off")
+        out[rule] = level
+    return out
+
+
+def _value(value, kind: str, key: str, source: str):
+    if kind == "string":
+        if not isinstance(value, str):
+            raise PolicyError(f"{source}: '{key}' must be a string")
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{source}: '{key}' must be a list of strings")
+    if kind == "paths" and not all(v.startswith("/") for v in value):
+        raise PolicyError(f"{source}: '{key}' must hold absolute paths")
+    if kind == "extend":
+        return C_RUNTIME_FAMILY + tuple(value)
+    return tuple(value)

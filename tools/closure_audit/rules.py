@@ -1,0 +1,65 @@
+"""The catalogue of findings: stable rule ids, default severities, fields.
+
+docs/rules.md describes each rule; tests check the two agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ERROR, WARNING, INFO, OFF = "error", "warning", "info", "off"
+SEVERITIES = (ERROR, WARNING, INFO)
+SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    nix: str | None  # default severity in nix-store mode; None: not checked there
+    tree: str | None  # default severity in tree mode
+    fields: tuple[str, ...]
+    summary: str
+
+    def default(self, mode: str) -> str | None:
+        return self.nix if mode == "nix-store" else self.tree
+
+
+_RULES = (
+    Rule("unresolved-library", ERROR, ERROR, ("needed", "searched"),
+         "A DT_NEEDED library is found nowhere the loader looks."),
+    Rule("needs-preloaded-library", ERROR, WARNING, ("needed", "providers"),
+         "A library cannot find a need it relies on the process having loaded already."),
+    Rule("resolved-on-host", None, WARNING, ("needed", "host_path"),
+         "A library outside the C runtime family resolves only from outside the tree."),
+    Rule("missing-driver-runpath", ERROR, None, ("needed",),
+         "An object needs a driver library but has no driver directory in its runpath."),
+    Rule("stub-in-runpath", ERROR, ERROR, ("entry",),
+         "A runpath directory holds a stub driver library that would load instead of the driver."),
+    Rule("runpath-missing-dir", WARNING, WARNING, ("entry",),
+         "A runpath entry names a directory that does not exist."),
+    Rule("runpath-impure", ERROR, WARNING, ("entry",),
+         "A runpath entry leaves the store (nix-store mode) or the tree (tree mode)."),
+    Rule("runpath-empty-entry", WARNING, WARNING, ("entry",),
+         "An empty runpath component, which the loader reads as the working directory."),
+    Rule("ambiguous-library", WARNING, WARNING, ("needed", "winner", "others"),
+         "Two runpath directories of one object offer different files under one name."),
+    Rule("invalid-elf", WARNING, WARNING, ("reason",),
+         "A file that cannot be read as ELF, or cannot be read at all."),
+)
+RULES = {r.id: r for r in _RULES}
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str
+    message: str
+    file: str
+    fields: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "severity": self.severity, "message": self.message,
+                "file": self.file, **self.fields}
+
+    def sort_key(self) -> tuple:
+        return (SEVERITY_RANK.get(self.severity, 9), self.rule, self.file, str(sorted(self.fields.items())))
