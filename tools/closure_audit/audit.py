@@ -283,13 +283,13 @@ class Auditor:
                          entry=entry, tag=tag)
                 continue
             expanded = self.loader.expand(obj, entry)
-            if expanded in env.driver_dirs:
+            if not expanded.startswith("/"):
+                self.add("runpath-impure", obj.real,
+                         f"{tag} entry {entry} is relative to the working directory", entry=entry, tag=tag)
                 continue
-            if env.nix:
-                impure = not env.in_store(expanded)
-            else:
-                impure = not env.in_tree(self.loader.realpath(expanded))
-            if impure:
+            if expanded.rstrip("/") in env.driver_dirs:
+                continue
+            if not env.inside(self.loader.realpath(expanded)):
                 where = "the Nix store" if env.nix else "the tree"
                 self.add("runpath-impure", obj.real, f"{tag} entry {entry} points outside {where}",
                          entry=entry, tag=tag)

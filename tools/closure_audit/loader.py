@@ -156,7 +156,7 @@ def default_host_dirs() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class SearchDir:
-    path: str  # after token expansion; '' is the working directory
+    path: str  # absolute, after token expansion
     entry: str  # as written in the object
     how: str  # RPATH, RUNPATH or DEFAULT
     owner: str | None = None  # object whose DT_RPATH/DT_RUNPATH holds it
@@ -223,7 +223,7 @@ class Loader:
         except KeyError:
             pass
         try:
-            names = frozenset(os.listdir(directory or "."))
+            names = frozenset(os.listdir(directory))
         except OSError:
             names = None
         self._listing[directory] = names
@@ -287,9 +287,11 @@ class Loader:
     def _dirs(self, obj: LoadedObject, value: str, how: str) -> list[SearchDir]:
         out = []
         for entry in split_search_path(value):
-            expanded = self.expand(obj, entry) if entry else ""
-            if expanded is not None:
-                out.append(SearchDir(expanded, entry, how, obj.real))
+            expanded = self.expand(obj, entry)
+            # Empty and relative entries are relative to the process's working
+            # directory, which no audit can know: reported, never searched.
+            if expanded and expanded.startswith("/"):
+                out.append(SearchDir(_strip_slashes(expanded), entry, how, obj.real))
         return out
 
     def search_path(self, obj: LoadedObject, root: LoadedObject) -> list[SearchDir]:
@@ -343,7 +345,7 @@ class Loader:
             names = self.listing(d.path)
             if names is None or name not in names:
                 continue
-            path = os.path.join(d.path, name) if d.path else name
+            path = os.path.join(d.path, name)
             ident, elf, error = self.candidate(path)
             if ident is None:
                 continue
@@ -438,6 +440,11 @@ class Loader:
             if not env.nix or in_path:
                 return Resolution(name, DRIVER, searched=res.searched)
         return res
+
+
+def _strip_slashes(path: str) -> str:
+    stripped = path.rstrip("/")
+    return stripped or "/"
 
 
 def _same_contents(a: str, b: str) -> bool:

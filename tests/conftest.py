@@ -1,0 +1,208 @@
+"""Shared fixtures: real ELF files built by gcc, binutils and patchelf.
+
+Every file a test builds through `build` is also read with pyelftools right
+after it is made and compared with closure_audit.elf, so the reader is checked
+against an independent implementation on every ELF file the tests build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from closure_audit.elf import read_elf  # noqa: E402
+
+CROSS = {  # binutils prefix -> (class, little-endian)
+    "powerpc64-linux-gnu": (64, False),
+    "mips-linux-gnu": (32, False),
+    "aarch64-linux-gnu": (64, True),
+}
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+def pyelftools_facts(path: str) -> dict:
+    """The reader's fields, as pyelftools sees them."""
+    from elftools.elf.dynamic import DynamicSegment
+    from elftools.elf.elffile import ELFFile
+
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        facts = {
+            "elf_class": elf.elfclass,
+            "little_endian": elf.little_endian,
+            "type": elf["e_type"],
+            "machine": elf["e_machine"],
+            "interp": None, "needed": [], "rpath": None, "runpath": None, "soname": None, "flags_1": 0,
+            "has_dynamic": False,
+        }
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_INTERP" and facts["interp"] is None:
+                facts["interp"] = seg.get_interp_name()
+            if isinstance(seg, DynamicSegment) and not facts["has_dynamic"]:
+                facts["has_dynamic"] = True
+                for tag in seg.iter_tags():
+                    t = tag.entry.d_tag
+                    if t == "DT_NEEDED":
+                        facts["needed"].append(tag.needed)
+                    elif t == "DT_RPATH":
+                        facts["rpath"] = tag.rpath
+                    elif t == "DT_RUNPATH":
+                        facts["runpath"] = tag.runpath
+                    elif t == "DT_SONAME":
+                        facts["soname"] = tag.soname
+                    elif t == "DT_FLAGS_1":
+                        facts["flags_1"] = tag.entry.d_val
+        return facts
+
+
+def our_facts(path: str) -> dict:
+    e = read_elf(path)
+    return {
+        "elf_class": e.elf_class, "little_endian": e.little_endian,
+        "type": e.type_name, "machine": e.machine_name, "interp": e.interp,
+        "needed": list(e.needed), "rpath": e.rpath, "runpath": e.runpath, "soname": e.soname,
+        "flags_1": e.flags_1, "has_dynamic": e.has_dynamic,
+    }
+
+
+def assert_matches_pyelftools(path: str) -> None:
+    ours, theirs = our_facts(path), pyelftools_facts(path)
+    # Names for machines and types only one side knows are compared by number.
+    for key, prefix in (("machine", "EM_"), ("type", "ET_")):
+        if isinstance(theirs[key], int) or not ours[key].startswith(prefix) or ours[key][3:].isdigit():
+            ours[key], theirs[key] = _number(ours[key]), _number(theirs[key])
+    assert ours == theirs, f"{path}: reader disagrees with pyelftools"
+
+
+def _number(name):
+    from elftools.elf.enums import ENUM_E_MACHINE, ENUM_E_TYPE
+
+    if isinstance(name, int):
+        return name
+    if name[3:].isdigit():
+        return int(name[3:])
+    if name.startswith("ET_0x"):
+        return int(name[3:], 16)
+    return ENUM_E_MACHINE.get(name, ENUM_E_TYPE.get(name, name))
+
+
+class Builder:
+    """Builds real ELF files under `root`. Paths are relative to root."""
+
+    def __init__(self, root: Path, objects: dict[str, Path]):
+        self.root = root
+        self.objects = objects
+        self.built: list[Path] = []
+
+    def path(self, rel: str) -> Path:
+        p = self.root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def _link_flags(self, runpath, rpath, nodeflib, links):
+        flags = ["-Wl,--no-as-needed"]
+        if runpath is not None:
+            flags.append("-Wl,--enable-new-dtags,-rpath," + ":".join(runpath))
+        if rpath is not None:
+            flags.append("-Wl,--disable-new-dtags,-rpath," + ":".join(rpath))
+        if nodeflib:
+            flags.append("-Wl,-z,nodefaultlib")
+        flags.extend(str(Path(lib)) for lib in links)
+        return flags
+
+    def lib(self, rel: str, *, soname: str | None = None, links=(), runpath=None, rpath=None,
+            nodeflib=False, m32=False, code: str | None = None) -> Path:
+        out = self.path(rel)
+        soname = soname if soname is not None else out.name
+        if m32:
+            cmd = ["gcc", "-m32", "-nostdlib", "-shared", "-fPIC", "-o", str(out), str(self.objects["empty32"])]
+        else:
+            src = self.objects["empty"] if code is None else self._compile(code)
+            cmd = ["gcc", "-shared", "-o", str(out), str(src)]
+        if soname:
+            cmd.append(f"-Wl,-soname,{soname}")
+        cmd += self._link_flags(runpath, rpath, nodeflib, links)
+        return self._run(cmd, out)
+
+    def exe(self, rel: str, *, links=(), runpath=None, rpath=None, nodeflib=False, code: str | None = None,
+            static=False) -> Path:
+        out = self.path(rel)
+        src = self.objects["main"] if code is None else self._compile(code, pic=False)
+        cmd = ["gcc", "-o", str(out), str(src)] + (["-static"] if static else [])
+        cmd += self._link_flags(runpath, rpath, nodeflib, links)
+        return self._run(cmd, out)
+
+    def cross(self, rel: str, prefix: str, *, soname: str | None = None, links=(), runpath=None) -> Path:
+        out = self.path(rel)
+        obj = out.with_suffix(".o")
+        asm = out.with_suffix(".s")
+        asm.write_text(".data\n.globl value\nvalue: .long 1\n")
+        subprocess.run([f"{prefix}-as", "-o", str(obj), str(asm)], check=True)
+        cmd = [f"{prefix}-ld", "-shared", "-soname", soname or out.name, "-o", str(out), str(obj)]
+        if runpath is not None:
+            cmd += ["--enable-new-dtags", "-rpath", ":".join(runpath)]
+        cmd += [str(lib) for lib in links]
+        subprocess.run(cmd, check=True)
+        obj.unlink()
+        asm.unlink()
+        return self._record(out)
+
+    def _compile(self, code: str, pic: bool = True) -> Path:
+        src = self.root / f".src{len(self.built)}_{abs(hash(code))}.c"
+        src.write_text(code)
+        obj = src.with_suffix(".o")
+        subprocess.run(["gcc", "-c", "-fPIC" if pic else "-fno-PIC", "-o", str(obj), str(src)], check=True)
+        return obj
+
+    def _run(self, cmd, out: Path) -> Path:
+        subprocess.run(cmd, check=True, capture_output=True)
+        return self._record(out)
+
+    def _record(self, out: Path) -> Path:
+        assert_matches_pyelftools(str(out))
+        self.built.append(out)
+        return out
+
+    def patch(self, path: Path, *args: str) -> Path:
+        subprocess.run(["patchelf", *args, str(path)], check=True, capture_output=True)
+        return self._record(path)
+
+
+@pytest.fixture(scope="session")
+def objects(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("objects")
+    (d / "empty.c").write_text("int nixcuda_fixture_value = 1;\n")
+    (d / "main.c").write_text("int main(void) { return 0; }\n")
+    out = {"empty": d / "empty.o", "main": d / "main.o", "empty32": d / "empty32.o"}
+    subprocess.run(["gcc", "-c", "-fPIC", "-o", str(out["empty"]), str(d / "empty.c")], check=True)
+    subprocess.run(["gcc", "-c", "-o", str(out["main"]), str(d / "main.c")], check=True)
+    subprocess.run(["gcc", "-m32", "-c", "-fPIC", "-o", str(out["empty32"]), str(d / "empty.c")], check=True)
+    return out
+
+
+@pytest.fixture
+def build(tmp_path, objects) -> Builder:
+    root = tmp_path / "tree"
+    root.mkdir()
+    return Builder(root, objects)
+
+
+def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run closure-audit as a user would: a separate process, no TTY."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT / "tools") + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "closure_audit", *args], capture_output=True,
+                          text=True, env=e, timeout=kw.pop("timeout", 120), **kw)

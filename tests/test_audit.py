@@ -1,0 +1,267 @@
+"""Every rule of `closure-audit audit`, on trees built for it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from closure_audit.audit import Auditor, TargetError
+from closure_audit.policy import Policy, parse_policy
+
+
+def audit(*targets, policy: Policy | None = None, **kw):
+    return Auditor([str(t) for t in targets], policy or Policy(), **kw).run()
+
+
+def rules(report) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for f in report.findings:
+        out.setdefault(f.rule, []).append(f)
+    return out
+
+
+def host_policy(host_dir, **extra) -> Policy:
+    """A policy whose 'host' is a directory the test controls, plus the real
+    libc directory so the C runtime resolves as on any machine."""
+    libc_dirs = [d for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
+                 if os.path.exists(os.path.join(d, "libc.so.6"))]
+    return parse_policy({"host": {"directories": [str(host_dir), *libc_dirs], **extra}})
+
+
+@pytest.fixture
+def venv(build):
+    """A torch-shaped tree: an extension module, libraries reached through
+    $ORIGIN-relative RPATHs, and a CUDA runtime in an NVIDIA-style directory."""
+    cudart = build.lib("site-packages/nvidia/cu13/lib/libcudart.so.13")
+    torch = build.lib("site-packages/torch/lib/libtorch_cuda.so", links=[cudart],
+                      rpath=["$ORIGIN/../../nvidia/cu13/lib", "$ORIGIN"])
+    build.lib("site-packages/torch/_C.so", links=[torch], rpath=["$ORIGIN/lib"])
+    return build
+
+
+def test_clean_tree_has_no_errors(venv):
+    r = audit(venv.root)
+    assert r.mode == "tree" and not r.failed, [f.message for f in r.findings]
+    assert r.elf_files == 3 and r.entry_points == [str(venv.root / "site-packages/torch/_C.so")]
+
+
+def test_missing_cudart_is_not_hidden_by_the_host(venv, tmp_path):
+    """The classic: the NVIDIA wheel is gone, the host has a CUDA install."""
+    host = tmp_path / "host"
+    host.mkdir()
+    shutil.copy(venv.root / "site-packages/nvidia/cu13/lib/libcudart.so.13", host)
+    os.unlink(venv.root / "site-packages/nvidia/cu13/lib/libcudart.so.13")
+    r = rules(audit(venv.root, policy=host_policy(host)))
+    (f,) = r["resolved-on-host"]
+    assert f.severity == "warning" and f.fields["needed"] == "libcudart.so.13"
+    assert f.fields["host_path"] == str(host / "libcudart.so.13")
+    assert f.file == str(venv.root / "site-packages/torch/lib/libtorch_cuda.so")
+    # Without it on the host either: an error naming every directory searched.
+    os.unlink(host / "libcudart.so.13")
+    r = rules(audit(venv.root, policy=host_policy(host)))
+    (f,) = r["unresolved-library"]
+    assert f.severity == "error" and f.fields["needed"] == "libcudart.so.13"
+    assert str(venv.root / "site-packages/torch/lib/../../nvidia/cu13/lib") in f.fields["searched"]
+    assert str(host) in f.fields["searched"]
+    assert f.fields["chain"] == [str(venv.root / "site-packages/torch/_C.so"),
+                                 str(venv.root / "site-packages/torch/lib/libtorch_cuda.so")]
+
+
+def test_c_runtime_may_come_from_the_host_but_libgomp_may_not(build, tmp_path):
+    host = tmp_path / "host"
+    for name in ("libstdc++.so.6", "libgomp.so.1", "libgcc_s.so.1"):
+        build.lib(f"../host/{name}")
+    links = [host / n for n in ("libstdc++.so.6", "libgomp.so.1", "libgcc_s.so.1")]
+    build.lib("ext.so", links=links)
+    r = rules(audit(build.root, policy=host_policy(host)))
+    assert [f.fields["needed"] for f in r["resolved-on-host"]] == ["libgomp.so.1"]
+    allowed = host_policy(host, **{"allowed-libraries": ["libgomp.so.*"]})
+    assert "resolved-on-host" not in rules(audit(build.root, policy=allowed))
+
+
+def test_needs_preloaded_library(build):
+    """A library nobody in the tree loads, with no runpath, needing a sibling:
+    NVIDIA's libcusolverMg. It works only where libcublas is loaded first."""
+    cublas = build.lib("lib/libcublas.so.13")
+    build.lib("lib/libcusolverMg.so.12", links=[cublas])
+    r = rules(audit(build.root))
+    (f,) = r["needs-preloaded-library"]
+    assert f.severity == "warning" and f.fields["providers"] == [str(build.root / "lib/libcublas.so.13")]
+    assert "unresolved-library" not in r
+
+
+def test_already_loaded_inside_a_chain_satisfies_the_need(build):
+    cublas = build.lib("lib/libcublas.so.13")
+    mg = build.lib("lib/libcusolverMg.so.12", links=[cublas])
+    build.exe("bin/app", links=[cublas, mg], runpath=["$ORIGIN/../lib"])
+    r = rules(audit(build.root))
+    assert "needs-preloaded-library" not in r and "unresolved-library" not in r
+
+
+def test_an_executable_gets_no_benefit_of_the_doubt(build):
+    a = build.lib("lib/libA.so")
+    b = build.lib("lib/libB.so", links=[a])
+    build.exe("bin/app", links=[b], runpath=["$ORIGIN/../lib/../lib"])
+    os.rename(build.root / "lib/libA.so", build.root / "elsewhere.so")
+    os.makedirs(build.root / "other")
+    os.rename(build.root / "elsewhere.so", build.root / "other/libA.so")
+    (f,) = rules(audit(build.root))["unresolved-library"]
+    assert f.fields["candidates"] == [str(build.root / "other/libA.so")]
+    assert "exists at" in f.message
+
+
+def test_runpath_rules_in_tree_mode(build):
+    build.lib("stubs/libcuda.so", soname="libcuda.so.1")
+    build.lib("lib/libx.so", runpath=["", "$ORIGIN/../stubs", "$ORIGIN/missing",
+                                     "/data/tmp/openmpi_install/lib", "relative/dir"])
+    r = rules(audit(build.root))
+    assert [f.fields["entry"] for f in r["runpath-empty-entry"]] == [""]
+    assert [f.fields["entry"] for f in r["stub-in-runpath"]] == ["$ORIGIN/../stubs"]
+    assert r["stub-in-runpath"][0].severity == "error"
+    assert [f.fields["entry"] for f in r["runpath-missing-dir"]] == ["$ORIGIN/missing"]
+    impure = {f.fields["entry"]: f.severity for f in r["runpath-impure"]}
+    assert impure == {"/data/tmp/openmpi_install/lib": "warning", "relative/dir": "warning"}
+
+
+def test_ambiguous_library(build):
+    a1 = build.lib("d1/libA.so", code="int v = 1;\n")
+    build.lib("d2/libA.so", code="int v = 2;\n")
+    build.lib("ext.so", links=[a1], runpath=["$ORIGIN/d1", "$ORIGIN/d2"])
+    (f,) = rules(audit(build.root))["ambiguous-library"]
+    assert f.fields["winner"] == str(build.root / "d1/libA.so")
+    assert f.fields["others"] == [str(build.root / "d2/libA.so")]
+
+
+def test_invalid_files(build):
+    build.lib("ok/libok.so")
+    (build.root / "bad").mkdir()
+    (build.root / "bad/truncated.so").write_bytes(build.root.joinpath("ok/libok.so").read_bytes()[:200])
+    os.symlink("loop2", build.root / "bad/loop1")
+    os.symlink("loop1", build.root / "bad/loop2")
+    os.symlink("gone.so.1", build.root / "bad/libgone.so")
+    os.mkfifo(build.root / "bad/fifo")  # must never be opened: that would hang
+    weird = os.fsencode(str(build.root / "bad")) + b"/lib\xff\xfe.so"
+    shutil.copy(build.root / "ok/libok.so", weird)
+    r = rules(audit(build.root))
+    reasons = {os.path.basename(f.file): f.fields["reason"] for f in r["invalid-elf"]}
+    assert "past the end" in reasons["truncated.so"]
+    assert reasons["loop1"] == reasons["loop2"] == "symlink loop"
+    assert reasons["libgone.so"] == "dangling symlink to gone.so.1"
+    assert reasons[os.fsdecode(b"lib\xff\xfe.so")] == "file name is not valid UTF-8"
+    assert all(f.severity == "warning" for f in r["invalid-elf"])
+
+
+def _python_for_nobody() -> str | None:
+    """A Python interpreter the unprivileged user can run with this source tree."""
+    from conftest import ROOT
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    for py in (sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", py, "-c",
+                                f"import sys, tomllib; sys.path.insert(0, {str(ROOT / 'tools')!r}); import closure_audit.cli"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            return py
+    return None
+
+
+def test_unreadable_file():
+    """Run as an unprivileged user, for whom a mode-000 file is really unreadable."""
+    from conftest import ROOT
+
+    python = _python_for_nobody()
+    if python is None:
+        pytest.skip("needs root, setpriv and a Python the unprivileged user can run")
+    top = tempfile.mkdtemp(prefix="closure-audit-perm-")
+    try:
+        os.chmod(top, 0o755)
+        secret = os.path.join(top, "secret.so")
+        with open(secret, "wb") as f:
+            f.write(b"\x7fELF")
+        os.chmod(secret, 0)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-m",
+                            "closure_audit", "audit", "--json", top],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))
+        report = json.loads(p.stdout)
+        (f,) = report["findings"]
+        assert (f["rule"], f["file"], f["reason"]) == ("invalid-elf", secret, "unreadable: permission denied")
+        assert p.returncode == 0  # a warning does not fail the audit
+    finally:
+        shutil.rmtree(top)
+
+
+def test_nix_mode_rules(build, monkeypatch):
+    store = build.root / "store"
+    monkeypatch.setenv("NIX_STORE_DIR", str(store))
+    dep = build.lib("store/aaaa-dep/lib/libdep.so")
+    stub = build.lib("store/cccc-cuda-stubs/lib/stubs/libcuda.so", soname="libcuda.so.1")
+    build.lib("store/bbbb-torch/lib/libtorch.so", links=[dep, stub],
+              runpath=[str(store / "aaaa-dep/lib"), "/build/source/lib", "$ORIGIN/../gone",
+                       str(store / "cccc-cuda-stubs/lib/stubs")])
+    r = audit(store / "bbbb-torch")
+    assert r.mode == "nix-store"
+    by = rules(r)
+    assert {f.fields["entry"]: f.severity for f in by["runpath-impure"]} == {"/build/source/lib": "error"}
+    assert [f.fields["entry"] for f in by["runpath-missing-dir"]] == ["$ORIGIN/../gone"]
+    assert [f.fields["needed"] for f in by["missing-driver-runpath"]] == ["libcuda.so.1"]
+    assert by["stub-in-runpath"][0].fields["entry"] == str(store / "cccc-cuda-stubs/lib/stubs")
+    # A library's process already runs on its glibc: libc is not reported.
+    assert "unresolved-library" not in by
+
+
+def test_nix_mode_driver_runpath_satisfies(build, monkeypatch):
+    store = build.root / "store"
+    monkeypatch.setenv("NIX_STORE_DIR", str(store))
+    stub = build.lib("elsewhere/libcuda.so.1", soname="libcuda.so.1")
+    build.lib("store/bbbb-torch/lib/libtorch.so", links=[stub], runpath=["/run/opengl-driver/lib"])
+    by = rules(audit(store / "bbbb-torch"))
+    assert not by, {k: [f.message for f in v] for k, v in by.items()}
+    # And a configured driver directory replaces the default.
+    p = parse_policy({"driver": {"directories": ["/usr/lib/wsl/lib"]}})
+    by = rules(audit(store / "bbbb-torch", policy=p))
+    assert set(by) == {"missing-driver-runpath", "runpath-impure"}
+
+
+def test_nix_profile_links_into_other_store_paths_are_followed(build, monkeypatch):
+    store = build.root / "store"
+    monkeypatch.setenv("NIX_STORE_DIR", str(store))
+    build.lib("store/aaaa-torch/lib/libtorch.so", runpath=["/usr/lib"])
+    (store / "pppp-profile/lib").mkdir(parents=True)
+    os.symlink(store / "aaaa-torch/lib/libtorch.so", store / "pppp-profile/lib/libtorch.so")
+    r = audit(store / "pppp-profile")
+    assert r.elf_files == 1 and [f.rule for f in r.findings] == ["runpath-impure"]
+
+
+def test_policy_severity_and_ignore(build):
+    build.lib("lib/libx.so", runpath=["$ORIGIN/missing"])
+    build.lib("tests/liby.so", runpath=["$ORIGIN/missing"])
+    p = parse_policy({"severity": {"runpath-missing-dir": "error"}, "ignore": {"paths": ["tests/*"]}})
+    r = audit(build.root, policy=p)
+    assert [(f.rule, f.severity, os.path.basename(f.file)) for f in r.findings] == [
+        ("runpath-missing-dir", "error", "libx.so")]
+    assert r.failed
+    off = parse_policy({"severity": {"runpath-missing-dir": "off"}})
+    assert audit(build.root, policy=off).findings == []
+
+
+def test_target_errors(build, tmp_path, monkeypatch):
+    with pytest.raises(TargetError, match="target not found"):
+        audit(tmp_path / "nope")
+    monkeypatch.setenv("NIX_STORE_DIR", str(build.root / "store"))
+    (build.root / "store/x").mkdir(parents=True)
+    with pytest.raises(TargetError, match="mix"):
+        audit(build.root / "store/x", tmp_path)
+
+
+def test_lone_file_uses_its_environment_as_the_tree(venv):
+    (venv.root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    r = audit(venv.root / "site-packages/torch/lib/libtorch_cuda.so")
+    assert r.env.tree_roots == (str(venv.root),) and not r.failed
