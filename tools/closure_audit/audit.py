@@ -205,7 +205,7 @@ class Auditor:
         key = (rule, file, tuple(fields.get(k) for k in RULES[rule].fields if not isinstance(fields.get(k), list)))
         if key in self._seen:
             return
-        if rule != "invalid-elf" and self.policy.ignored(file, self.env.tree_roots + tuple(self.targets)):
+        if self.policy.ignored(file, self.env.tree_roots + tuple(self.targets)):
             return
         self._seen.add(key)
         self.report.findings.append(Finding(rule, severity, message, file, fields))

@@ -121,8 +121,8 @@ def render(report: Report, console, tree: Chain | None = None) -> None:
     head.append(f"· {report.mode} mode · ")
     head.append(", ".join(printable(t) for t in report.targets), style="bold")
     console.print(head)
-    line = Text(f"{report.files:,} files, {report.elf_files:,} ELF, "
-                f"{len(report.entry_points):,} entry points · ")
+    n = len(report.entry_points)
+    line = Text(f"{report.files:,} files, {report.elf_files:,} ELF, {n:,} entry point{'s' * (n != 1)} · ")
     line.append(f"{errors} error{'s' * (errors != 1)}", style=_STYLE["error"] if errors else "green")
     line.append(", ")
     line.append(f"{warnings} warning{'s' * (warnings != 1)}", style=_STYLE["warning"] if warnings else "green")
