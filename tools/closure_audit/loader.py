@@ -184,6 +184,7 @@ class LoadedObject:
     requested: str | None = None
     resolutions: list[Resolution] = field(default_factory=list)
     leaf: bool = False  # host and driver objects are not descended into
+    search: "tuple[SearchDir, ...] | None" = None  # cached by Loader.search_path
 
     @property
     def origin(self) -> str:
@@ -205,6 +206,8 @@ class Loader:
         self._listing: dict[str, frozenset[str] | None] = {}
         self._files: dict[str, tuple[tuple[int, int] | None, ElfFile | None, str | None]] = {}
         self._search: dict[tuple, tuple] = {}
+        self._expanded: dict[tuple, tuple[SearchDir, ...]] = {}
+        self._interned: dict[tuple[SearchDir, ...], tuple[SearchDir, ...]] = {}
         self._known = dict(known or {})
         self._real: dict[str, str] = {}
 
@@ -284,17 +287,25 @@ class Loader:
 
         return _DST.sub(sub, entry)
 
-    def _dirs(self, obj: LoadedObject, value: str, how: str) -> list[SearchDir]:
-        out = []
-        for entry in split_search_path(value):
-            expanded = self.expand(obj, entry)
-            # Empty and relative entries are relative to the process's working
-            # directory, which no audit can know: reported, never searched.
-            if expanded and expanded.startswith("/"):
-                out.append(SearchDir(_strip_slashes(expanded), entry, how, obj.real))
-        return out
+    def _dirs(self, obj: LoadedObject, value: str, how: str) -> tuple[SearchDir, ...]:
+        key = (obj.path, value, how)
+        cached = self._expanded.get(key)
+        if cached is None:
+            out = []
+            for entry in split_search_path(value):
+                expanded = self.expand(obj, entry)
+                # Empty and relative entries are relative to the process's working
+                # directory, which no audit can know: reported, never searched.
+                if expanded and expanded.startswith("/"):
+                    out.append(SearchDir(_strip_slashes(expanded), entry, how, obj.real))
+            cached = self._expanded[key] = tuple(out)
+        return cached
 
-    def search_path(self, obj: LoadedObject, root: LoadedObject) -> list[SearchDir]:
+    def search_path(self, obj: LoadedObject, root: LoadedObject) -> tuple[SearchDir, ...]:
+        """The directories searched for obj's needs, in order. The result is
+        interned, so equal search paths are one object (cheap cache keys)."""
+        if obj.search is not None:
+            return obj.search
         dirs: list[SearchDir] = []
         if obj.elf.runpath is None:
             o: LoadedObject | None = obj
@@ -305,8 +316,17 @@ class Loader:
         else:
             dirs.extend(self._dirs(obj, obj.elf.runpath, RUNPATH))
         if not obj.elf.nodeflib:
-            dirs.extend(SearchDir(d, d, DEFAULT) for d in self.default_dirs(root))
-        return dirs
+            dirs.extend(self._defaults(root))
+        t = tuple(dirs)
+        obj.search = self._interned.setdefault(t, t)
+        return obj.search
+
+    def _defaults(self, root: LoadedObject) -> tuple[SearchDir, ...]:
+        key = ("defaults", root.elf.interp)
+        cached = self._expanded.get(key)
+        if cached is None:
+            cached = self._expanded[key] = tuple(SearchDir(d, d, DEFAULT) for d in self.default_dirs(root))
+        return cached
 
     def default_dirs(self, root: LoadedObject) -> tuple[str, ...]:
         if not self.env.nix:
@@ -319,8 +339,9 @@ class Loader:
 
     # -- resolution ------------------------------------------------------------
 
-    def find(self, name: str, dirs: list[SearchDir], abi: tuple[int, int]) -> Resolution:
-        key = (name, tuple(dirs), abi)
+    def find(self, name: str, dirs: tuple[SearchDir, ...], abi: tuple[int, int]) -> Resolution:
+        """Search `dirs` (as returned by search_path) for `name`."""
+        key = (name, id(dirs), abi)
         cached = self._search.get(key)
         if cached is None:
             cached = self._find(name, dirs, abi)
@@ -328,7 +349,7 @@ class Loader:
         how, path, via, searched, skipped, error, shadowed = cached
         return Resolution(name, how, path, via, list(searched), list(skipped), error, list(shadowed))
 
-    def _find(self, name: str, dirs: list[SearchDir], abi: tuple[int, int]) -> tuple:
+    def _find(self, name: str, dirs: tuple[SearchDir, ...], abi: tuple[int, int]) -> tuple:
         searched: list[str] = []
         skipped: list[tuple[str, str]] = []
         found: tuple[str, SearchDir, tuple[int, int]] | None = None

@@ -1,0 +1,103 @@
+"""Shared pieces of the benchmarks: the real-wheel tree and process timing.
+
+Every benchmark times whole processes (start-up included) against anchor tools
+on the same data in the same run, after a warm-up run of each, and reports the
+median wall time and the peak resident memory of each command.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE = Path(os.environ.get("NIXCUDA_BENCH_CACHE", Path.home() / ".cache" / "nixcuda-bench"))
+TORCH = "torch==2.14.1"
+
+
+def closure_audit_command() -> list[str]:
+    """The installed console script when there is one (what users run),
+    else this interpreter with the source tree on the path."""
+    script = shutil.which("closure-audit")
+    if script:
+        return [script]
+    root = Path(__file__).resolve().parent.parent
+    os.environ["PYTHONPATH"] = str(root / "tools") + os.pathsep + os.environ.get("PYTHONPATH", "")
+    return [sys.executable, "-m", "closure_audit"]
+
+
+def wheel_dir(wheels: str | None) -> Path:
+    """A directory holding the torch wheel and NVIDIA's CUDA 13 wheels; pip
+    fills it on first use."""
+    d = Path(wheels) if wheels else CACHE / "wheels"
+    if not glob.glob(str(d / "torch-2.14.1-*.whl")):
+        d.mkdir(parents=True, exist_ok=True)
+        print(f"downloading {TORCH} and its CUDA wheels into {d} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", TORCH, "-d", str(d)], check=True)
+    return d
+
+
+def torch_tree(wheels: str | None, tree: str | None) -> Path:
+    """PyTorch and NVIDIA's CUDA 13 wheels laid out as pip lays them out."""
+    t = Path(tree) if tree else CACHE / "torch-cu13-tree"
+    site = t / "site-packages"
+    if not (site / "torch").is_dir():
+        d = wheel_dir(wheels)
+        files = sorted(glob.glob(str(d / "torch-2.14.1-*.whl")) + glob.glob(str(d / "nvidia_*.whl")))
+        print(f"installing {len(files)} wheels into {site} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                        "--target", str(site), *files], check=True)
+    return t
+
+
+@dataclass
+class Timing:
+    label: str
+    seconds: float  # median wall time
+    peak_mb: float  # largest peak RSS over the runs
+    returncode: int
+
+
+GNU_TIME = "/usr/bin/time"
+
+
+def run_once(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall time, peak RSS in MB and exit status of one run. The peak comes
+    from GNU time: a child forked from this interpreter would count the
+    interpreter's own pages in its peak."""
+    fd, report = tempfile.mkstemp(prefix="bench-rss-")
+    os.close(fd)
+    try:
+        start = time.perf_counter()
+        proc = subprocess.run([GNU_TIME, "-q", "-f", "%M", "-o", report, *cmd],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - start
+        peak_kb = int(Path(report).read_text().split()[-1])
+    finally:
+        os.unlink(report)
+    return elapsed, peak_kb / 1024, proc.returncode
+
+
+def measure(label: str, cmd: list[str], runs: int) -> Timing:
+    run_once(cmd)  # warm the page cache and any lazy state
+    samples = [run_once(cmd) for _ in range(runs)]
+    return Timing(label, statistics.median(s[0] for s in samples), max(s[1] for s in samples), samples[-1][2])
+
+
+def require(tool: str, package: str) -> str:
+    """The path of a tool the benchmark needs, or exit naming its package."""
+    path = shutil.which(tool)
+    if path is None:
+        sys.exit(f"benchmark: {tool} not found (Debian package {package})")
+    return path
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
