@@ -1,0 +1,93 @@
+"""Opt-in: the real PyTorch 2.14.1 CUDA wheel and NVIDIA's CUDA 13 wheels.
+
+Set NIXCUDA_WHEELS to a tree holding them as pip lays them out (a venv, or
+`pip install --target`); `benchmarks/bench_audit.py` makes one. Run with
+`ci/test -m wheels`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import assert_matches_pyelftools, run_cli
+from closure_audit.walk import Walker
+
+TREE = os.environ.get("NIXCUDA_WHEELS")
+pytestmark = [pytest.mark.wheels, pytest.mark.skipif(not TREE, reason="set NIXCUDA_WHEELS to a torch+CUDA tree")]
+
+
+@pytest.fixture(scope="module")
+def elf_files() -> dict:
+    w = Walker(allow=lambda p: p.startswith(os.path.realpath(TREE)))
+    w.add(os.path.realpath(TREE))
+    assert len(w.scan.elf) >= 50, "NIXCUDA_WHEELS does not look like a torch + CUDA tree"
+    return w.scan.elf
+
+
+def _find(top, pattern: str) -> list[str]:
+    """Files matching pattern under top, once each (a venv's lib64 links to lib)."""
+    return sorted({os.path.realpath(p) for p in glob.glob(os.path.join(top, "**", pattern), recursive=True)})
+
+
+def _one(pattern: str) -> str:
+    (path,) = _find(os.path.realpath(TREE), pattern)
+    return path
+
+
+def test_reader_agrees_with_pyelftools_on_every_file(elf_files):
+    for path in elf_files:
+        assert_matches_pyelftools(path)
+
+
+def test_audit_of_the_real_tree():
+    p = run_cli("audit", "--json", TREE, timeout=600)
+    report = json.loads(p.stdout)
+    assert report["mode"] == "tree" and p.returncode in (0, 1)
+    by_rule: dict[str, set] = {}
+    for f in report["findings"]:
+        by_rule.setdefault(f["rule"], set()).add((os.path.basename(f["file"]), f.get("needed") or f.get("entry")))
+    # Everything torch itself needs resolves inside the tree.
+    assert not any(f["file"].endswith(("libtorch_cuda.so", "_C.cpython-311-x86_64-linux-gnu.so"))
+                   for f in report["findings"] if f["severity"] == "error")
+    # NVIDIA's libcusolverMg has no runpath and relies on libcublas being loaded first.
+    assert ("libcusolverMg.so.12", "libcublas.so.13") in by_rule["needs-preloaded-library"]
+    # cuSPARSELt ships a RUNPATH with an empty entry; nvshmem a build machine's MPI path.
+    assert ("libcusparseLt.so.0", "") in by_rule["runpath-empty-entry"]
+    assert ("nvshmem_bootstrap_mpi.so.3", "/data/tmp/openmpi_install/lib") in by_rule["runpath-impure"]
+
+
+def test_tree_of_libtorch_cuda():
+    lib = _one("libtorch_cuda.so")
+    p = run_cli("audit", "--json", TREE, "--tree", lib, timeout=600)
+    deps = {d["needed"]: d for d in json.loads(p.stdout)["tree"]["dependencies"]}
+    assert deps["libcudart.so.13"]["how"] == "rpath"
+    assert deps["libcudart.so.13"]["path"].endswith("nvidia/cu13/lib/libcudart.so.13")
+    assert deps["libc.so.6"]["how"] == "default"
+
+
+def test_missing_cudart_is_reported_even_when_the_host_has_one(tmp_path):
+    """A hard-linked copy of the tree without libcudart, and a 'host' that has it."""
+    copy = tmp_path / "tree"
+    subprocess.run(["cp", "-al", os.path.realpath(TREE), str(copy)], check=True)
+    cudart = _find(str(copy), "libcudart.so.13")
+    host = tmp_path / "host"
+    host.mkdir()
+    shutil.copy(cudart[0], host)
+    for c in cudart:
+        os.unlink(c)
+    policy = tmp_path / "policy.toml"
+    libc = [d for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu") if os.path.isdir(d)]
+    policy.write_text(f"[host]\ndirectories = {json.dumps([str(host), *libc])}\n")
+    p = run_cli("audit", "--json", "--policy", str(policy), str(copy), timeout=600)
+    hits = [f for f in json.loads(p.stdout)["findings"]
+            if f["rule"] == "resolved-on-host" and f["needed"] == "libcudart.so.13"]
+    # Reported on the first object of each chain that loads it (libtorch_cpu,
+    # libtorch_python, ...); later ones find it already loaded.
+    assert any("/torch/lib/libtorch_" in f["file"] for f in hits)
+    assert all(f["host_path"] == str(host / "libcudart.so.13") for f in hits)
