@@ -124,9 +124,8 @@ class Auditor:
 
     def walk(self) -> None:
         roots = self.env.tree_roots if not self.env.nix else tuple(self.targets)
-        walker = Walker(allow=self.env.inside,
-                        ignore=lambda p: self.policy.ignored(p, roots),
-                        progress=self.progress)
+        ignore = (lambda p: self.policy.ignored(p, roots)) if self.policy.ignore_paths else None
+        walker = Walker(allow=self.env.inside, ignore=ignore, progress=self.progress)
         for t in self.targets:
             walker.add(t)
         scan = walker.scan
@@ -154,29 +153,23 @@ class Auditor:
                         loaded_by_others.add(real)
         return sorted(p for p in loadable if p not in loaded_by_others)
 
-    def chains(self):
+    def chains(self) -> list[Chain]:
         """Chains from every entry point, then from whatever they left unreached."""
         loadable = sorted(p for p, e in self.elf.items() if e.loadable and e.has_dynamic)
-        covered: set[str] = set()
         entries = self.entry_points()
-        queue = list(entries)
-        pending = iter(loadable)
-        while True:
-            if not queue:
-                nxt = next((p for p in pending if p not in covered), None)
-                if nxt is None:
-                    break
-                entries.append(nxt)
-                queue.append(nxt)
-            path = queue.pop(0)
-            chain = self.loader.chain(path, self.elf[path])
-            covered.update(o.real for o in chain.objects)
-            yield chain
+        chains = [self.loader.chain(p, self.elf[p]) for p in entries]
+        covered = {o.real for c in chains for o in c.objects}
+        for path in loadable:
+            if path not in covered:
+                entries.append(path)
+                chains.append(self.loader.chain(path, self.elf[path]))
+                covered.update(o.real for o in chains[-1].objects)
         self.report.entry_points = entries
+        return chains
 
     def run(self) -> Report:
         self.walk()
-        chains = list(self.chains())
+        chains = self.chains()
         self.providers = self._provider_index(chains)
         for chain in chains:
             self.judge(chain)

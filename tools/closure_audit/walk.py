@@ -57,7 +57,7 @@ class Walker:
     def __init__(self, allow: Callable[[str], bool], ignore: Callable[[str], bool] | None = None,
                  progress: Callable[[int], None] | None = None):
         self.allow = allow
-        self.ignore = ignore or (lambda _path: False)
+        self.ignore = ignore
         self.progress = progress
         self.scan = Scan()
         self._seen_files: set[tuple[int, int]] = set()
@@ -105,7 +105,7 @@ class Walker:
 
     def _regular(self, path: str, dev: int, inode: int) -> None:
         key = (dev, inode)
-        if key in self._seen_files or self.ignore(path):
+        if key in self._seen_files or (self.ignore is not None and self.ignore(path)):
             return
         self._seen_files.add(key)
         scan = self.scan
