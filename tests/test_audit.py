@@ -11,7 +11,8 @@ import tempfile
 
 import pytest
 
-from closure_audit.audit import Auditor, TargetError
+from closure_audit.audit import Auditor
+from closure_audit.errors import TargetError
 from closure_audit.policy import Policy, parse_policy
 
 

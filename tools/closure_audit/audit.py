@@ -15,16 +15,14 @@ from typing import Callable
 
 from . import loader as ld
 from .elf import ElfFile
+from .errors import TargetError
 from .loader import Chain, Environment, LoadedObject, Loader
 from .policy import Policy
 from .rules import Finding, RULES
+from .storepath import store_dir
 from .walk import Walker
 
 SCHEMA = "closure-audit/1"
-
-
-class TargetError(Exception):
-    """A target that cannot be audited; the message is one line for the user."""
 
 
 @dataclass
@@ -44,10 +42,6 @@ class Report:
     @property
     def failed(self) -> bool:
         return self.count("error") > 0
-
-
-def store_dir() -> str:
-    return os.environ.get("NIX_STORE_DIR", "/nix/store").rstrip("/")
 
 
 def tree_root_for_file(path: str) -> str:

@@ -1,5 +1,6 @@
-"""Command line. Exit status: 0 no finding of severity error, 1 at least one,
-2 usage or input errors (always one line on stderr, never a traceback)."""
+"""Command line. Exit status: 0 no finding of severity error, 1 at least one
+(for `why PATTERN`: no path matched), 2 usage or input errors (always one
+line on stderr, never a traceback)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ import sys
 import time
 
 from . import __version__
+from .errors import InputError, UsageError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-COMMANDS = ("audit",)
-
-
-class UsageError(Exception):
-    pass
+COMMANDS = ("audit", "why", "size", "diff", "gate")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,11 +21,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _closure_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--path-info", metavar="FILE",
+                   help="read the closure from a saved `nix path-info --json --recursive` dump")
+    p.add_argument("--build", action="store_true", help="build installables that are not built yet")
+    p.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="closure-audit",
-                description="Audit ELF trees and Nix closures the way the dynamic loader sees them.")
+                description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.")
     p.add_argument("--version", action="version", version=f"closure-audit {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
     a = sub.add_parser("audit", help="resolve every needed library of every ELF file in the targets",
                        description="Resolve every needed library of every ELF file in the targets.")
     a.add_argument("targets", nargs="+", metavar="TARGET",
@@ -39,6 +45,49 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: each directory target, or a lone file's venv or conda env)")
     a.add_argument("--driver-dir", metavar="DIR", action="append",
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
+
+    w = sub.add_parser("why", help="why paths are in a closure: chains and byte-level evidence",
+                       description="Explain why paths are in TARGET's closure. Without PATTERN, every path the "
+                                   "policy forbids (exit 1 when there is one); with PATTERNs, the paths they match.")
+    w.add_argument("target", metavar="TARGET", nargs="?",
+                   help="store path, result symlink, installable (.#attr), or a path-info dump")
+    w.add_argument("patterns", nargs="*", metavar="PATTERN",
+                   help="store path, hash part, or pattern on store names (magma-*, cudatoolkit)")
+    w.add_argument("--policy", metavar="FILE", help="TOML policy with [forbidden] (docs/policy.md)")
+    w.add_argument("--all-chains", action="store_true", help="also show every referrer, with evidence")
+    _closure_options(w)
+
+    s = sub.add_parser("size", help="NAR, closure and added size of every path of a closure",
+                       description="Sizes of every path of the closure, largest added size first.")
+    s.add_argument("targets", nargs="*", metavar="TARGET")
+    s.add_argument("--top", type=int, default=25, metavar="N", help="rows to show (default 25)")
+    s.add_argument("--all", action="store_true", help="show every path")
+    _closure_options(s)
+
+    d = sub.add_parser("diff", help="compare two closures package by package",
+                       description="Compare two closures: packages added, removed and changed, with sizes.")
+    d.add_argument("old", metavar="OLD", help="store path, result symlink, installable or path-info dump")
+    d.add_argument("new", metavar="NEW")
+    d.add_argument("--policy", metavar="FILE", help="TOML policy with [forbidden] (docs/policy.md)")
+    d.add_argument("--build", action="store_true", help="build installables that are not built yet")
+    d.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
+
+    g = sub.add_parser("gate", help="fail CI when a closure breaks its budgets",
+                       description="Check closures against a budgets file (docs/gate.md). Exit 1 on any "
+                                   "violation, 2 when something cannot be checked.")
+    g.add_argument("--budgets", metavar="FILE", required=True, help="TOML budgets file")
+    g.add_argument("--target", metavar="NAME=WHAT", action="append", default=[],
+                   help="the closure of target NAME: store path, result symlink or installable")
+    g.add_argument("--path-info", metavar="NAME=FILE", action="append", default=[],
+                   help="read target NAME's closure from a saved path-info dump")
+    g.add_argument("--baseline", metavar="NAME=WHAT", action="append", default=[],
+                   help="baseline of target NAME: a saved JSON report, a path-info dump or a store path")
+    g.add_argument("--policy", metavar="FILE", help="TOML policy with [forbidden] (docs/policy.md)")
+    g.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
+    g.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
+                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+    g.add_argument("--build", action="store_true", help="build installables that are not built yet")
+    g.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
     return p
 
 
@@ -51,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError("a command or a target is required (try --help)")
-        return run_audit(args)
-    except UsageError as exc:
+        return RUNNERS[args.command](args)
+    except InputError as exc:
         print(f"closure-audit: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -92,46 +141,53 @@ class _LazyProgress:
             self.progress.stop()
 
 
-def run_audit(args) -> int:
-    from .audit import Auditor, TargetError
-    from .policy import PolicyError, load_policy
+def _console():
+    from rich.console import Console
 
-    try:
-        policy = load_policy(args.policy)
-    except PolicyError as exc:
-        raise UsageError(str(exc)) from None
+    return Console(highlight=False)
+
+
+def _emit_json(data: dict) -> None:
+    from .report import dumps
+
+    sys.stdout.write(dumps(data) + "\n")
+
+
+# -- audit -----------------------------------------------------------------------
+
+def run_audit(args) -> int:
+    from dataclasses import replace
+
+    from .audit import Auditor
+    from .policy import load_policy
+
+    policy = load_policy(args.policy)
     if args.driver_dir:
         if not all(d.startswith("/") for d in args.driver_dir):
             raise UsageError("--driver-dir must be an absolute path")
-        from dataclasses import replace
-
         policy = replace(policy, driver_dirs=tuple(args.driver_dir))
 
     progress = None
-    err_console = None
     if sys.stderr.isatty():
         from rich.console import Console
 
-        err_console = Console(stderr=True)
-        progress = _LazyProgress(err_console)
+        progress = _LazyProgress(Console(stderr=True))
     try:
         auditor = Auditor(args.targets, policy, root=args.root, progress=progress)
         report = auditor.run()
         chain = tree_chain(auditor, args.tree) if args.tree else None
-    except TargetError as exc:
-        raise UsageError(str(exc)) from None
     finally:
         if progress is not None:
             progress.stop()
 
-    from . import report as rp
-
     if args.json:
-        sys.stdout.write(rp.dumps(report, chain) + "\n")
-    else:
-        from rich.console import Console
+        from .report import audit_json
 
-        rp.render(report, Console(highlight=False), chain)
+        _emit_json(audit_json(report, chain))
+    else:
+        from .terminal import render_audit
+
+        render_audit(report, _console(), chain)
     return EXIT_FINDINGS if report.failed else EXIT_OK
 
 
@@ -151,6 +207,147 @@ def tree_chain(auditor, path: str):
     if elf is None:
         raise UsageError(f"--tree: not an ELF file: {path}")
     return auditor.loader.chain(real, elf)
+
+
+# -- closures --------------------------------------------------------------------
+
+def _closure(target: str | list[str] | None, path_info: str | None, build: bool):
+    from .closure import is_dump_file, load_closure, load_dump
+
+    targets = [] if target is None else [target] if isinstance(target, str) else list(target)
+    if path_info is None and len(targets) == 1 and is_dump_file(targets[0]):
+        return load_dump(targets[0], [])
+    if path_info is None and not targets:
+        raise UsageError("a TARGET or --path-info FILE is required")
+    return load_closure(targets, path_info, build)
+
+
+def run_why(args) -> int:
+    from .evidence import Scanner
+    from .policy import load_policy
+    from .sizes import added_sizes
+    from .storepath import name_part
+    from .why import explain, forbidden_finding, forbidden_matches, matcher
+
+    policy = load_policy(args.policy)
+    closure = _closure(args.target, args.path_info, args.build)
+    added = added_sizes(closure)
+    query = bool(args.patterns)
+    if query:
+        tests = [(p, matcher(p, closure)) for p in args.patterns]
+        matches = {}
+        for path in closure.graph:
+            for pattern, test in tests:
+                if test(path):
+                    hit = policy.forbids(name_part(path))
+                    matches[path] = (pattern, hit[1] if hit else None)
+                    break
+    else:
+        matches = forbidden_matches(closure, policy)
+    scanner = Scanner(closure.store_dir)
+    explanations = explain(closure, matches, args.all_chains, scanner)
+    findings = []
+    severity = policy.severity_of("forbidden-path", "nix-store")
+    if not query and severity is not None:
+        findings = [forbidden_finding(e, added.get(e.path, 0), severity) for e in explanations]
+    if args.json:
+        from .report import why_json
+
+        _emit_json(why_json(closure, explanations, findings, added, scanner.bytes_scanned))
+    else:
+        from .terminal import render_why
+
+        render_why(_console(), closure, explanations, findings, added, query)
+    if query:
+        return EXIT_OK if explanations else EXIT_FINDINGS
+    return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+def run_size(args) -> int:
+    from .sizes import roots_closure_size, table
+
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    targets = args.targets[0] if len(args.targets) == 1 else args.targets
+    closure = _closure(targets or None, args.path_info, args.build)
+    rows = table(closure)
+    total = roots_closure_size(closure)
+    top = None if args.all else args.top
+    if args.json:
+        from .report import size_json
+
+        _emit_json(size_json(closure, rows, total, top))
+    else:
+        from .terminal import render_size
+
+        render_size(_console(), closure, rows, total, top)
+    return EXIT_OK
+
+
+def run_diff(args) -> int:
+    from .diff import diff
+    from .evidence import Scanner
+    from .policy import load_policy
+    from .sizes import added_sizes, roots_closure_size
+    from .why import explain, forbidden_finding, forbidden_matches
+
+    policy = load_policy(args.policy)
+    old = _closure(args.old, None, args.build)
+    new = _closure(args.new, None, args.build)
+    packages = diff(old, new)
+    before = forbidden_matches(old, policy)
+    fresh = {p: m for p, m in forbidden_matches(new, policy).items() if p not in before}
+    findings = []
+    severity = policy.severity_of("forbidden-path", "nix-store")
+    if fresh and severity is not None:
+        added = added_sizes(new)
+        findings = [forbidden_finding(e, added.get(e.path, 0), severity)
+                    for e in explain(new, fresh, False, Scanner(new.store_dir))]
+    old_size, new_size = roots_closure_size(old), roots_closure_size(new)
+    if args.json:
+        from .report import diff_json
+
+        _emit_json(diff_json(old, new, packages, findings, old_size, new_size))
+    else:
+        from .terminal import render_diff
+
+        render_diff(_console(), old, new, packages, findings, old_size, new_size)
+    return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+def run_gate(args) -> int:
+    from .gate import apply_overrides, load_budgets, run_gate as check
+    from .markdown import gate_markdown
+    from .policy import load_policy
+
+    policy = load_policy(args.policy)
+    budgets = load_budgets(args.budgets)
+    apply_overrides(budgets, args.target, args.path_info, args.baseline)
+    results, findings = check(budgets, policy, args.build, args.all_chains)
+    summary_files = [f for f in (args.markdown, os.environ.get("GITHUB_STEP_SUMMARY")) if f]
+    if summary_files:
+        text = gate_markdown(results, findings)
+        for f in summary_files:
+            if f == "-":
+                sys.stdout.write(text)
+                continue
+            try:
+                with open(f, "a" if f == os.environ.get("GITHUB_STEP_SUMMARY") else "w", encoding="utf-8") as out:
+                    out.write(text)
+            except OSError as exc:
+                raise UsageError(f"cannot write the Markdown summary to {f}: {exc.strerror}") from None
+    if args.json:
+        from .report import gate_json
+
+        _emit_json(gate_json(results, findings))
+    elif args.markdown != "-":
+        from .terminal import render_gate
+
+        render_gate(_console(), results, findings)
+    return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+RUNNERS = {"audit": run_audit, "why": run_why, "size": run_size, "diff": run_diff, "gate": run_gate}
 
 
 if __name__ == "__main__":

@@ -73,6 +73,10 @@ class ElfFile:
     runpath: str | None
     soname: str | None
     flags_1: int
+    # Where each string above lies in the file: (tag, file offset, length in
+    # bytes), tag being "PT_INTERP", "DT_NEEDED", "DT_RPATH", "DT_RUNPATH" or
+    # "DT_SONAME". Evidence scans map a byte offset back to what holds it.
+    strings: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def type_name(self) -> str:
@@ -132,6 +136,7 @@ class _Parser:
     def __init__(self, data, size: int):
         self.data = data
         self.size = size
+        self.strings: list[tuple[str, int, int]] = []
 
     def _unpack(self, fmt: str, offset: int, what: str):
         s = self.st[fmt]
@@ -191,6 +196,7 @@ class _Parser:
             runpath=string(tags[DT_RUNPATH], "DT_RUNPATH") if DT_RUNPATH in tags else None,
             soname=string(tags[DT_SONAME], "DT_SONAME") if DT_SONAME in tags else None,
             flags_1=tags.get(DT_FLAGS_1, 0),
+            strings=tuple(self.strings),
         )
 
     def _segments(self, phoff: int, phentsize: int, phnum: int) -> list[tuple[int, int, int, int]]:
@@ -275,4 +281,5 @@ class _Parser:
         stop = self.data.find(b"\0", start, end)
         if stop < 0:
             raise InvalidElf(f"{what} string at offset {start:#x} is not NUL-terminated")
+        self.strings.append((what, start, stop - start))
         return os.fsdecode(bytes(self.data[start:stop]))

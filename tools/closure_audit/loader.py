@@ -386,8 +386,9 @@ class Loader:
         path, d, _ident = found
         return (d.how, path, d, searched, skipped, None, tuple(shadowed))
 
-    def chain(self, root_path: str, root_elf: ElfFile) -> Chain:
-        """Load `root_path` as the first object of a process and everything it needs."""
+    def chain(self, root_path: str, root_elf: ElfFile, descend: bool = True) -> Chain:
+        """Load `root_path` as the first object of a process and everything it
+        needs (with descend=False, resolve only its own needs)."""
         env = self.env
         root = LoadedObject(root_path, root_path, root_elf, None)
         objects = [root]
@@ -409,7 +410,7 @@ class Loader:
         while i < len(objects):
             obj = objects[i]
             i += 1
-            if obj.leaf:
+            if obj.leaf or (i > 1 and not descend):
                 continue
             for name in obj.elf.needed:
                 res = self._resolve(obj, root, name, abi, by_name, preloaded)

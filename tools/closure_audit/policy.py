@@ -12,11 +12,24 @@ import tomllib
 from dataclasses import dataclass, field
 
 from .loader import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
+from .errors import PolicyError
 from .rules import OFF, RULES, SEVERITIES
 
 
-class PolicyError(Exception):
-    """A policy that cannot be used; the message names the file and the key."""
+# What a runtime closure must not hold, by store name (the part after the
+# hash), and why. docs/policy.md lists them.
+FORBIDDEN = (
+    ("cudatoolkit-*", "the monolithic CUDA toolkit"),
+    ("cuda-merged-*", "the merged CUDA toolkit"),
+    ("magma-*", "magma's shared libraries (link magma statically)"),
+    ("cuda_nvcc-*", "the CUDA compiler"),
+    ("cuda*-cuda_nvcc-*", "the CUDA compiler"),
+    ("nvcc-*", "the CUDA compiler"),
+    ("gcc-wrapper-*", "a C/C++ compiler wrapper"),
+    ("clang-wrapper-*", "a C/C++ compiler wrapper"),
+    ("*-static", "a static-library output"),
+    ("*-stubs", "stub libraries"),
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,14 @@ class Policy:
     lib_token: str | None = None
     platform_token: str | None = None
     ignore_paths: tuple[str, ...] = ()
+    forbidden: tuple[tuple[str, str], ...] = FORBIDDEN
+    allowed: tuple[str, ...] = ()
+
+    def forbids(self, name: str) -> tuple[str, str] | None:
+        """(pattern, reason) when a store name is forbidden, else None."""
+        if any(fnmatch.fnmatchcase(name, a) for a in self.allowed):
+            return None
+        return next(((p, r) for p, r in self.forbidden if fnmatch.fnmatchcase(name, p)), None)
 
     def severity_of(self, rule: str, mode: str) -> str | None:
         """The severity a finding gets, or None when the rule is off or not
@@ -84,6 +105,9 @@ def parse_policy(data: dict, source: str = "policy") -> Policy:
         if table == "severity":
             values["severity"] = _severities(content, source)
             continue
+        if table == "forbidden":
+            values.update(_forbidden(content, source))
+            continue
         keys = _SCHEMA.get(table)
         if keys is None:
             raise PolicyError(f"{source}: unknown table [{table}]")
@@ -104,6 +128,21 @@ def _severities(content: dict, source: str) -> dict[str, str]:
             raise PolicyError(f"{source}: severity of '{rule}' must be one of error, warning, info, off")
         out[rule] = level
     return out
+
+
+def _forbidden(content: dict, source: str) -> dict:
+    """[forbidden]: defaults (bool, keep the built-in list), patterns (added),
+    allow (store-name patterns never forbidden)."""
+    for key in content:
+        if key not in ("defaults", "patterns", "allow"):
+            raise PolicyError(f"{source}: unknown key 'forbidden.{key}'")
+    keep = content.get("defaults", True)
+    if not isinstance(keep, bool):
+        raise PolicyError(f"{source}: 'forbidden.defaults' must be true or false")
+    extra = _value(content.get("patterns", []), "strings", "forbidden.patterns", source)
+    allow = _value(content.get("allow", []), "strings", "forbidden.allow", source)
+    patterns = (FORBIDDEN if keep else ()) + tuple((p, "forbidden by the policy") for p in extra)
+    return {"forbidden": patterns, "allowed": allow}
 
 
 def _value(value, kind: str, key: str, source: str):

@@ -1,16 +1,21 @@
-"""Render a Report: JSON (the contract in docs/json.md) or the terminal view."""
+"""JSON output of every command: the contract in docs/json.md.
+
+Every command prints one object with the same envelope (schema, tool,
+command, target, mode, summary, findings) and its own sections.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections import defaultdict
+from collections import Counter
 
 from . import __version__
 from . import loader as ld
-from .audit import SCHEMA, Report
-from .loader import Chain, LoadedObject, Resolution
-from .rules import RULES, SEVERITY_RANK
+from .loader import Chain, LoadedObject
+from .rules import Finding
+
+SCHEMA = "closure-audit/1"
 
 
 def printable(path: str) -> str:
@@ -32,51 +37,44 @@ def _clean(value):
     return value
 
 
-# -- JSON ----------------------------------------------------------------------
-
-def to_json(report: Report, tree: Chain | None = None) -> dict:
-    rules: dict[str, int] = defaultdict(int)
-    for f in report.findings:
-        rules[f.rule] += 1
-    env = report.env
+def envelope(command: str, targets: list[str], mode: str, findings: list[Finding],
+             summary: dict, **sections) -> dict:
+    counts = Counter(f.severity for f in findings)
     out = {
         "schema": SCHEMA,
         "tool": {"name": "closure-audit", "version": __version__},
-        "target": report.targets,
-        "mode": report.mode,
-        "environment": {
-            "store_dir": env.store_dir,
-            "tree_roots": list(env.tree_roots),
-            "host_dirs": list(env.host_dirs),
-            "driver_dirs": list(env.driver_dirs),
-        },
+        "command": command,
+        "target": targets,
+        "mode": mode,
         "summary": {
-            "files": report.files,
-            "elf_files": report.elf_files,
-            "entry_points": len(report.entry_points),
-            "findings": {s: report.count(s) for s in ("error", "warning", "info")},
-            "rules": dict(sorted(rules.items())),
+            **summary,
+            "findings": {s: counts.get(s, 0) for s in ("error", "warning", "info")},
+            "rules": dict(sorted(Counter(f.rule for f in findings).items())),
         },
-        "findings": [f.to_json() for f in report.findings],
+        "findings": [f.to_json() for f in findings],
+        **sections,
     }
-    if tree is not None:
-        out["tree"] = tree_to_json(tree)
     return _clean(out)
 
 
-def dumps(report: Report, tree: Chain | None = None) -> str:
-    return json.dumps(to_json(report, tree), indent=2)
+def dumps(data: dict) -> str:
+    return json.dumps(data, indent=2)
 
 
-def _label(res: Resolution, mode: str) -> str:
-    if res.how == ld.DEFAULT:
-        return "host" if mode == "tree" else "system"
-    if res.how == ld.PRELOADED:
-        return "already loaded (process)"
-    return {ld.ALREADY_LOADED: "already loaded", ld.NOT_FOUND: "not found"}.get(res.how, res.how)
+# -- audit -----------------------------------------------------------------------
+
+def audit_json(report, tree: Chain | None = None) -> dict:
+    env = report.env
+    sections = {"environment": {"store_dir": env.store_dir, "tree_roots": list(env.tree_roots),
+                                "host_dirs": list(env.host_dirs), "driver_dirs": list(env.driver_dirs)}}
+    if tree is not None:
+        sections["tree"] = tree_json(tree)
+    return envelope("audit", report.targets, report.mode, report.findings,
+                    {"files": report.files, "elf_files": report.elf_files,
+                     "entry_points": len(report.entry_points)}, **sections)
 
 
-def tree_to_json(chain: Chain) -> dict:
+def tree_json(chain: Chain) -> dict:
     def node(obj: LoadedObject) -> dict:
         deps = []
         for res in obj.resolutions:
@@ -93,97 +91,52 @@ def tree_to_json(chain: Chain) -> dict:
     return node(chain.root)
 
 
-# -- terminal ------------------------------------------------------------------
+# -- closures --------------------------------------------------------------------
 
-_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
-_HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
-              "already loaded": "dim", "already loaded (process)": "dim"}
-MAX_ROWS = 40
-
-
-def _short(path: str | None, report: Report) -> str:
-    if path is None:
-        return ""
-    path = printable(path)
-    for root in report.env.tree_roots:
-        if path.startswith(root.rstrip("/") + "/"):
-            return path[len(root.rstrip("/")) + 1:]
-    return path
+def explanation_json(e, sizes: dict[str, int]) -> dict:
+    return {"path": e.path, "pattern": e.pattern, "reason": e.reason, "forbidden": e.reason is not None,
+            "added_size": sizes.get(e.path, 0), "chain": e.chain,
+            "hops": [h.to_json() for h in e.hops], "referrers": [h.to_json() for h in e.referrers]}
 
 
-def render(report: Report, console, tree: Chain | None = None) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    errors, warnings = report.count("error"), report.count("warning")
-    head = Text()
-    head.append("closure-audit ", style="bold")
-    head.append(f"· {report.mode} mode · ")
-    head.append(", ".join(printable(t) for t in report.targets), style="bold")
-    console.print(head)
-    n = len(report.entry_points)
-    line = Text(f"{report.files:,} files, {report.elf_files:,} ELF, {n:,} entry point{'s' * (n != 1)} · ")
-    line.append(f"{errors} error{'s' * (errors != 1)}", style=_STYLE["error"] if errors else "green")
-    line.append(", ")
-    line.append(f"{warnings} warning{'s' * (warnings != 1)}", style=_STYLE["warning"] if warnings else "green")
-    console.print(line)
-
-    if tree is not None:
-        console.print()
-        console.print(render_tree(tree, report))
-
-    groups: dict[str, list] = defaultdict(list)
-    for f in report.findings:
-        groups[f.rule].append(f)
-    order = sorted(groups, key=lambda r: (min(SEVERITY_RANK[f.severity] for f in groups[r]), r))
-    for rule in order:
-        items = groups[rule]
-        severity = items[0].severity
-        table = Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}", (
-            f"  {RULES[rule].summary}", "dim")), title_justify="left", show_header=True,
-            header_style="dim", expand=False, pad_edge=False, box=None)
-        table.add_column("file", style=_STYLE.get(severity, ""), overflow="fold", max_width=70)
-        table.add_column("detail", overflow="fold")
-        for f in items[:MAX_ROWS]:
-            table.add_row(_short(f.file, report), printable(f.message))
-        if len(items) > MAX_ROWS:
-            table.add_row("", Text(f"… {len(items) - MAX_ROWS} more (--json lists all)", style="dim"))
-        console.print()
-        console.print(table)
-    console.print()
-    if errors:
-        console.print(Text(f"FAIL: {errors} finding{'s' * (errors != 1)} of severity error", style="bold red"))
-    else:
-        console.print(Text("OK: no finding of severity error", style="bold green"))
+def why_json(closure, explanations, findings, added: dict[str, int], bytes_scanned: int) -> dict:
+    return envelope("why", closure.roots, "nix-store", findings,
+                    {"paths": closure.graph.number_of_nodes(), "closure_size": closure.total_size(),
+                     "explained": len(explanations), "bytes_scanned": bytes_scanned},
+                    explanations=[explanation_json(e, added) for e in explanations])
 
 
-def render_tree(chain: Chain, report: Report):
-    from rich.text import Text
-    from rich.tree import Tree
+def size_json(closure, rows, total: int, top: int | None) -> dict:
+    shown = rows if top is None else rows[:top]
+    return envelope("size", closure.roots, "nix-store", [],
+                    {"paths": len(rows), "closure_size": total, "shown": len(shown)},
+                    paths=[{"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
+                            "added_size": r.added_size} for r in shown])
 
-    root = chain.root
-    elf = root.elf
-    tree = Tree(Text.assemble((_short(root.path, report), "bold"),
-                              (f"  ELF{elf.elf_class} {elf.machine_name} {elf.type_name}", "dim")))
 
-    def grow(branch, obj: LoadedObject) -> None:
-        for res in obj.resolutions:
-            label = _label(res, report.mode)
-            text = Text(res.needed, style="bold" if res.how != ld.ALREADY_LOADED else "dim")
-            if res.path and res.how not in (ld.ALREADY_LOADED, ld.PRELOADED):
-                text.append(f" → {_short(res.path, report)}")
-            text.append(f"  [{label}", style=_HOW_STYLE.get(label, "green"))
-            if res.via is not None and res.how in (ld.RPATH, ld.RUNPATH):
-                text.append(f" {printable(res.via.entry)}", style=_HOW_STYLE.get(label, "green"))
-                if res.via.owner and res.via.owner != obj.real:
-                    text.append(f" of {_short(res.via.owner, report)}", style="dim")
-            text.append("]", style=_HOW_STYLE.get(label, "green"))
-            if res.error:
-                text.append(f"  {printable(res.error)}", style="red")
-            child = branch.add(text)
-            t = res.target
-            if t is not None and t.parent is obj and not t.leaf and res.how != ld.ALREADY_LOADED:
-                grow(child, t)
+def diff_json(old, new, packages, findings, old_size: int, new_size: int) -> dict:
+    status = Counter(p.status for p in packages)
+    return envelope("diff", old.roots + new.roots, "nix-store", findings,
+                    {"added": status["added"], "removed": status["removed"], "changed": status["changed"],
+                     "rebuilt": status["rebuilt"], "old_size": old_size, "new_size": new_size,
+                     "delta": new_size - old_size},
+                    old={"roots": old.roots, "closure_size": old_size},
+                    new={"roots": new.roots, "closure_size": new_size},
+                    packages=[p.to_json() for p in packages])
 
-    grow(tree, root)
-    return tree
+
+def gate_json(results, findings) -> dict:
+    targets = []
+    for r in results:
+        b = r.budget
+        targets.append({
+            "name": b.name, "roots": r.closure.roots, "closure_size": r.closure_size,
+            "baseline_size": r.baseline_size,
+            "limits": {"max_closure_size": b.max_closure_size,
+                       "max_growth": b.max_growth.describe() if b.max_growth else None,
+                       "max_added_size": b.max_added_size},
+            "passed": not any(f.severity == "error" and f.fields.get("target") == b.name for f in findings),
+            "largest_added": [{"path": p, "added_size": s} for p, s in r.largest_added],
+        })
+    roots = [root for r in results for root in r.closure.roots]
+    return envelope("gate", roots, "nix-store", findings, {"targets": len(results)}, targets=targets)

@@ -45,6 +45,15 @@ _RULES = (
          "Two runpath directories of one object offer different files under one name."),
     Rule("invalid-elf", WARNING, WARNING, ("reason",),
          "A file that cannot be read as ELF, or cannot be read at all."),
+    # Closure rules (why, gate): closures are always in the store.
+    Rule("forbidden-path", ERROR, ERROR, ("pattern", "reason", "chain"),
+         "The runtime closure holds a path the policy forbids."),
+    Rule("closure-budget", ERROR, ERROR, ("target", "closure_size", "limit"),
+         "A closure is larger than its budget."),
+    Rule("closure-growth", ERROR, ERROR, ("target", "closure_size", "baseline_size", "limit"),
+         "A closure grew more than allowed against its baseline."),
+    Rule("added-size-budget", ERROR, ERROR, ("target", "added_size", "limit"),
+         "One path adds more to a closure than allowed."),
 )
 RULES = {r.id: r for r in _RULES}
 

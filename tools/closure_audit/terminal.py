@@ -1,0 +1,259 @@
+"""Terminal views of every command, drawn with rich."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from . import loader as ld
+from .loader import Chain, LoadedObject, Resolution
+from .report import printable
+from .rules import RULES, SEVERITY_RANK
+from .storepath import name_part
+from .units import format_size
+
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+_HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
+              "already loaded": "dim", "already loaded (process)": "dim"}
+_KIND_STYLE = {"runpath-used": "bold red", "runpath-unused": "yellow", "needed": "bold red",
+               "interpreter": "bold red", "symlink": "cyan", "elf-string": "magenta", "text": "blue"}
+MAX_ROWS = 40
+EVIDENCE_ROWS = 5
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' * (n != 1)}"
+
+
+def header(console, command: str, mode: str, targets: list[str]) -> None:
+    head = Text()
+    head.append("closure-audit ", style="bold")
+    head.append(f"{command} · {mode} mode · ")
+    head.append(", ".join(printable(t) for t in targets), style="bold")
+    console.print(head)
+
+
+def counts(findings) -> Text:
+    errors = sum(1 for f in findings if f.severity == "error")
+    warnings = sum(1 for f in findings if f.severity == "warning")
+    t = Text()
+    t.append(_plural(errors, "error"), style=STYLE["error"] if errors else "green")
+    t.append(", ")
+    t.append(_plural(warnings, "warning"), style=STYLE["warning"] if warnings else "green")
+    return t
+
+
+def findings_tables(console, findings, short=printable) -> None:
+    groups: dict[str, list] = defaultdict(list)
+    for f in findings:
+        groups[f.rule].append(f)
+    order = sorted(groups, key=lambda r: (min(SEVERITY_RANK[f.severity] for f in groups[r]), r))
+    for rule in order:
+        items = groups[rule]
+        severity = items[0].severity
+        table = Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}",
+                                          (f"  {RULES[rule].summary}", "dim")),
+                      title_justify="left", header_style="dim", pad_edge=False, box=None)
+        table.add_column("file", style=STYLE.get(severity, ""), overflow="fold", max_width=70)
+        table.add_column("detail", overflow="fold")
+        for f in items[:MAX_ROWS]:
+            table.add_row(short(f.file), printable(f.message))
+        if len(items) > MAX_ROWS:
+            table.add_row("", Text(f"… {len(items) - MAX_ROWS} more (--json lists all)", style="dim"))
+        console.print()
+        console.print(table)
+
+
+def verdict(console, findings) -> None:
+    errors = sum(1 for f in findings if f.severity == "error")
+    console.print()
+    if errors:
+        console.print(Text(f"FAIL: {_plural(errors, 'finding')} of severity error", style="bold red"))
+    else:
+        console.print(Text("OK: no finding of severity error", style="bold green"))
+
+
+# -- audit -----------------------------------------------------------------------
+
+def render_audit(report, console, tree: Chain | None = None) -> None:
+    def short(path: str | None) -> str:
+        if path is None:
+            return ""
+        path = printable(path)
+        for root in report.env.tree_roots:
+            if path.startswith(root.rstrip("/") + "/"):
+                return path[len(root.rstrip("/")) + 1:]
+        return path
+
+    header(console, "audit", report.mode, report.targets)
+    line = Text(f"{report.files:,} files, {report.elf_files:,} ELF, "
+                f"{_plural(len(report.entry_points), 'entry point')} · ")
+    console.print(line + counts(report.findings))
+    if tree is not None:
+        console.print()
+        console.print(_load_tree(tree, report.mode, short))
+    findings_tables(console, report.findings, short)
+    verdict(console, report.findings)
+
+
+def _label(res: Resolution, mode: str) -> str:
+    if res.how == ld.DEFAULT:
+        return "host" if mode == "tree" else "system"
+    if res.how == ld.PRELOADED:
+        return "already loaded (process)"
+    return {ld.ALREADY_LOADED: "already loaded", ld.NOT_FOUND: "not found"}.get(res.how, res.how)
+
+
+def _load_tree(chain: Chain, mode: str, short) -> Tree:
+    root = chain.root
+    elf = root.elf
+    tree = Tree(Text.assemble((short(root.path), "bold"),
+                              (f"  ELF{elf.elf_class} {elf.machine_name} {elf.type_name}", "dim")))
+
+    def grow(branch, obj: LoadedObject) -> None:
+        for res in obj.resolutions:
+            label = _label(res, mode)
+            style = _HOW_STYLE.get(label, "green")
+            text = Text(res.needed, style="bold" if res.how != ld.ALREADY_LOADED else "dim")
+            if res.path and res.how not in (ld.ALREADY_LOADED, ld.PRELOADED):
+                text.append(f" → {short(res.path)}")
+            text.append(f"  [{label}", style=style)
+            if res.via is not None and res.how in (ld.RPATH, ld.RUNPATH):
+                text.append(f" {printable(res.via.entry)}", style=style)
+                if res.via.owner and res.via.owner != obj.real:
+                    text.append(f" of {short(res.via.owner)}", style="dim")
+            text.append("]", style=style)
+            if res.error:
+                text.append(f"  {printable(res.error)}", style="red")
+            child = branch.add(text)
+            t = res.target
+            if t is not None and t.parent is obj and not t.leaf and res.how != ld.ALREADY_LOADED:
+                grow(child, t)
+
+    grow(tree, root)
+    return tree
+
+
+# -- why -------------------------------------------------------------------------
+
+def _store_name(path: str) -> str:
+    return name_part(path) or path
+
+
+def explanation_tree(e, added: dict[str, int]) -> Tree:
+    title = Text.assemble((_store_name(e.path), "bold red" if e.reason else "bold"))
+    if e.reason:
+        title.append(f"  forbidden ({e.pattern}): {e.reason}", style="red")
+    title.append(f"  · adds {format_size(added.get(e.path, 0))}", style="dim")
+    tree = Tree(title)
+    branch = tree.add(Text(_store_name(e.chain[0]), style="bold"))
+    for hop in e.hops:
+        _evidence(branch, hop)
+        branch = branch.add(Text(f"→ {_store_name(hop.reference)}", style="bold"))
+    if e.referrers:
+        refs = tree.add(Text(f"every referrer ({len(e.referrers)})", style="dim"))
+        for hop in e.referrers:
+            _evidence(refs.add(Text(_store_name(hop.referrer), style="bold")), hop)
+    return tree
+
+
+def _evidence(branch, hop) -> None:
+    ev = hop.evidence
+    if ev.unavailable:
+        branch.add(Text(f"evidence unavailable: {ev.unavailable}", style="dim"))
+        return
+    for h in ev.best(EVIDENCE_ROWS):
+        t = Text(f"{printable(h.file) or '.'} @{h.offset:#x} ")
+        t.append(h.kind, style=_KIND_STYLE.get(h.kind, ""))
+        t.append(f"  {h.entry}" if h.entry else f"  {h.context}", style="dim")
+        branch.add(t)
+    if ev.total > EVIDENCE_ROWS:
+        branch.add(Text(f"… {ev.total - EVIDENCE_ROWS} more hits (--json lists {min(ev.total, 20)})",
+                        style="dim"))
+
+
+def render_why(console, closure, explanations, findings, added, query: bool) -> None:
+    header(console, "why", "nix-store", closure.roots)
+    line = Text(f"{_plural(closure.graph.number_of_nodes(), 'path')}, "
+                f"{format_size(closure.total_size())} · {_plural(len(explanations), 'path')} explained · ")
+    console.print(line + counts(findings))
+    for e in explanations:
+        console.print()
+        console.print(explanation_tree(e, added))
+    if query and not explanations:
+        console.print(Text("no path of the closure matches", style="yellow"))
+    if not query:
+        verdict(console, findings)
+
+
+# -- size ------------------------------------------------------------------------
+
+def render_size(console, closure, rows, total: int, top: int | None) -> None:
+    header(console, "size", "nix-store", closure.roots)
+    console.print(f"{_plural(len(rows), 'path')}, closure {format_size(total)}")
+    table = Table(header_style="dim", pad_edge=False, box=None)
+    for col in ("added", "closure", "NAR"):
+        table.add_column(col, justify="right")
+    table.add_column("path", overflow="fold")
+    shown = rows if top is None else rows[:top]
+    for r in shown:
+        table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
+                      _store_name(r.path))
+    console.print()
+    console.print(table)
+    if len(shown) < len(rows):
+        console.print(Text(f"… {len(rows) - len(shown)} more paths (--top N, or --json)", style="dim"))
+
+
+# -- diff ------------------------------------------------------------------------
+
+def render_diff(console, old, new, packages, findings, old_size: int, new_size: int) -> None:
+    header(console, "diff", "nix-store", old.roots + new.roots)
+    console.print(Text(f"{format_size(old_size)} → {format_size(new_size)} "
+                       f"({format_size(new_size - old_size, signed=True)}) · ") + counts(findings))
+    forbidden = {f.file for f in findings if f.rule == "forbidden-path"}
+    table = Table(header_style="dim", pad_edge=False, box=None)
+    table.add_column("package", overflow="fold")
+    table.add_column("status")
+    table.add_column("version")
+    table.add_column("size", justify="right")
+    table.add_column("delta", justify="right")
+    for p in packages:
+        name = p.name if p.output == "out" else f"{p.name} ({p.output})"
+        style = "bold red" if forbidden & set(p.new_paths) else {"added": "green", "removed": "dim"}.get(p.status, "")
+        versions = f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}"
+        table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
+                      Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
+    console.print()
+    console.print(table if packages else Text("the closures hold the same paths", style="green"))
+    findings_tables(console, findings)
+    verdict(console, findings)
+
+
+# -- gate ------------------------------------------------------------------------
+
+def render_gate(console, results, findings) -> None:
+    header(console, "gate", "nix-store", [r.budget.name for r in results])
+    table = Table(header_style="dim", pad_edge=False, box=None)
+    for col, just in (("target", "left"), ("closure", "right"), ("budget", "right"), ("baseline", "right"),
+                      ("growth", "right"), ("verdict", "left")):
+        table.add_column(col, justify=just)
+    for r in results:
+        b = r.budget
+        bad = any(f.severity == "error" and f.fields.get("target") == b.name for f in findings)
+        growth = "" if r.baseline_size is None else format_size(r.closure_size - r.baseline_size, signed=True)
+        table.add_row(b.name, format_size(r.closure_size),
+                      format_size(b.max_closure_size) if b.max_closure_size is not None else "",
+                      format_size(r.baseline_size) if r.baseline_size is not None else "", growth,
+                      Text("FAIL", style="bold red") if bad else Text("pass", style="green"))
+    console.print()
+    console.print(table)
+    findings_tables(console, findings)
+    for r in results:
+        for e in r.explanations:
+            console.print()
+            console.print(explanation_tree(e, r.added))
+    verdict(console, findings)

@@ -1,0 +1,38 @@
+"""Byte sizes in and out: "6 GiB", "500MB", 1048576; 5.3 GiB for people."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value) -> int:
+    """Bytes from an integer or a string with an optional unit; ValueError otherwise."""
+    if isinstance(value, bool):
+        raise ValueError("a size must be a number of bytes or a string such as '6 GiB'")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a size cannot be negative")
+        return value
+    if not isinstance(value, str):
+        raise ValueError("a size must be a number of bytes or a string such as '6 GiB'")
+    m = _SIZE.match(value)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {value!r} (try '6 GiB', '500 MB' or a number of bytes)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def format_size(n: int, signed: bool = False) -> str:
+    sign = ("+" if n > 0 else "-" if n < 0 else "±") if signed else ("-" if n < 0 else "")
+    n = abs(n)
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= factor:
+            return f"{sign}{n / factor:.1f} {unit}"
+    return f"{sign}{n} B"

@@ -1,0 +1,131 @@
+"""Why a path is in a closure: the shortest chain from a root, and for each
+hop the evidence of where the referrer holds the reference.
+
+All targets are explained in one pass: one breadth-first search gives every
+shortest chain, and each referrer on any chain is scanned once, for the hash
+parts of everything it must explain.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import deque
+from dataclasses import dataclass, field
+
+from .closure import Closure
+from .evidence import Evidence, Scanner
+from .rules import Finding
+from .storepath import hash_part, name_part
+from .units import format_size
+
+EVIDENCE_LIMIT = 20  # hits kept per hop; the total is always counted
+
+
+@dataclass
+class Hop:
+    referrer: str
+    reference: str
+    evidence: Evidence
+
+    def to_json(self, limit: int = EVIDENCE_LIMIT) -> dict:
+        d = {"from": self.referrer, "to": self.reference,
+             "evidence": [h.to_json() for h in self.evidence.best(limit)],
+             "evidence_total": self.evidence.total}
+        if self.evidence.unavailable:
+            d["evidence_unavailable"] = self.evidence.unavailable
+        return d
+
+
+@dataclass
+class Explanation:
+    path: str
+    pattern: str
+    reason: str | None  # why it is forbidden; None for a plain query
+    chain: list[str]
+    hops: list[Hop]
+    referrers: list[Hop] = field(default_factory=list)
+
+    @property
+    def kinds(self) -> list[str]:
+        return sorted({h.kind for hop in self.hops for h in hop.evidence.hits})
+
+
+def matcher(pattern: str, closure: Closure):
+    """A predicate on store paths for a `why` pattern: a store path, a hash
+    part, a shell pattern on the store name, or a bare word meaning names that
+    start with it (`cudatoolkit` matches cudatoolkit-12.4.1)."""
+    if pattern.startswith("/"):
+        return lambda p: p == pattern
+    if len(pattern) == 32 and pattern.isalnum():
+        return lambda p: hash_part(p) == pattern
+    glob = pattern if any(c in pattern for c in "*?[") else pattern + "*"
+    return lambda p: fnmatch.fnmatchcase(name_part(p), glob)
+
+
+def shortest_chains(closure: Closure, targets: set[str]) -> dict[str, list[str]]:
+    """Root-to-target chains, shortest first, one breadth-first search."""
+    g = closure.graph
+    parent: dict[str, str | None] = {r: None for r in closure.roots}
+    queue = deque(closure.roots)
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(g.successors(node)):
+            if nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
+    chains = {}
+    for t in targets:
+        if t not in parent:
+            continue
+        chain = [t]
+        while parent[chain[-1]] is not None:
+            chain.append(parent[chain[-1]])
+        chains[t] = chain[::-1]
+    return chains
+
+
+def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_chains: bool = False,
+            scanner: Scanner | None = None) -> list[Explanation]:
+    """Explain every matched path: `matches` maps path -> (pattern, reason)."""
+    scanner = scanner or Scanner(closure.store_dir)
+    chains = shortest_chains(closure, set(matches))
+    wanted: dict[str, dict[str, str]] = {}  # referrer -> hash part -> referenced path
+    for path, chain in chains.items():
+        for a, b in zip(chain, chain[1:]):
+            wanted.setdefault(a, {})[hash_part(b)] = b
+        if all_chains:
+            for ref in closure.graph.predecessors(path):
+                wanted.setdefault(ref, {})[hash_part(path)] = path
+    evidence = {referrer: scanner.scan(referrer, hashes) for referrer, hashes in sorted(wanted.items())}
+    out = []
+    for path in sorted(chains, key=lambda p: (len(chains[p]), p)):
+        chain = chains[path]
+        hops = [Hop(a, b, evidence[a][b]) for a, b in zip(chain, chain[1:])]
+        referrers = []
+        if all_chains:
+            referrers = [Hop(r, path, evidence[r][path]) for r in sorted(closure.graph.predecessors(path))]
+        pattern, reason = matches[path]
+        out.append(Explanation(path, pattern, reason, chain, hops, referrers))
+    return out
+
+
+def forbidden_matches(closure: Closure, policy) -> dict[str, tuple[str, str]]:
+    """Paths of the closure the policy forbids: path -> (pattern, reason)."""
+    out = {}
+    for path in closure.graph:
+        hit = policy.forbids(name_part(path))
+        if hit is not None:
+            out[path] = hit
+    return out
+
+
+def forbidden_finding(e: Explanation, added_size: int, severity: str, **extra) -> Finding:
+    via = e.hops[-1].evidence.best(1) if e.hops else []
+    how = f"; last hop: {via[0].kind} in {via[0].file or '.'}" if via else ""
+    message = (f"{name_part(e.path)} is in the closure ({e.reason}), adding {format_size(added_size)}; "
+               f"reached in {len(e.hops)} hop{'s' * (len(e.hops) != 1)}{how}")
+    fields = {"pattern": e.pattern, "reason": e.reason, "added_size": added_size, "chain": e.chain,
+              "hops": [h.to_json() for h in e.hops], **extra}
+    if e.referrers:
+        fields["referrers"] = [h.to_json() for h in e.referrers]
+    return Finding("forbidden-path", severity, message, e.path, fields)
