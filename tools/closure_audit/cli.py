@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Explain why paths are in TARGET's closure. Without PATTERN, every path the "
                                    "policy forbids (exit 1 when there is one); with PATTERNs, the paths they match.")
     w.add_argument("target", metavar="TARGET", nargs="?",
-                   help="store path, result symlink, installable (.#attr), or a path-info dump")
+                   help="store path, result symlink, installable (.#attr), or a path-info dump; "
+                        "omitted with --path-info, whose top-level paths are the roots")
     w.add_argument("patterns", nargs="*", metavar="PATTERN",
                    help="store path, hash part, or pattern on store names (magma-*, cudatoolkit)")
     w.add_argument("--policy", metavar="FILE", help="TOML policy with [forbidden] (docs/policy.md)")
@@ -230,11 +231,15 @@ def run_why(args) -> int:
     from .why import explain, forbidden_finding, forbidden_matches, matcher
 
     policy = load_policy(args.policy)
-    closure = _closure(args.target, args.path_info, args.build)
+    target, patterns = args.target, args.patterns
+    if args.path_info is not None and target is not None:
+        # The dump names its roots: every word is a pattern.
+        target, patterns = None, [target, *patterns]
+    closure = _closure(target, args.path_info, args.build)
     added = added_sizes(closure)
-    query = bool(args.patterns)
+    query = bool(patterns)
     if query:
-        tests = [(p, matcher(p, closure)) for p in args.patterns]
+        tests = [(p, matcher(p, closure)) for p in patterns]
         matches = {}
         for path in closure.graph:
             for pattern, test in tests:

@@ -82,14 +82,21 @@ class Scanner:
         needles = [(h.encode(), targets[h]) for h in sorted(targets)]
         if os.path.islink(referrer) or not os.path.isdir(referrer):
             self._entry(referrer, "", needles, found)
-            return found
+        else:
+            self._walk(referrer, needles, found)
+        for ev in found.values():
+            if ev.total == 0:
+                # Nix registered a reference no byte holds: a dump that disagrees with the store.
+                ev.unavailable = "the local copy holds no reference to it"
+        return found
+
+    def _walk(self, referrer: str, needles, found: dict[str, Evidence]) -> None:
         for dirpath, dirnames, filenames in os.walk(referrer):
             dirnames.sort()
             rel_dir = os.path.relpath(dirpath, referrer)
             for name in sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
                 path = os.path.join(dirpath, name)
                 self._entry(path, name if rel_dir == "." else f"{rel_dir}/{name}", needles, found)
-        return found
 
     def _entry(self, path: str, rel: str, needles, found: dict[str, Evidence]) -> None:
         if os.path.islink(path):

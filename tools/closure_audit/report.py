@@ -37,14 +37,14 @@ def _clean(value):
     return value
 
 
-def envelope(command: str, targets: list[str], mode: str, findings: list[Finding],
+def envelope(command: str, target: list[str], mode: str, findings: list[Finding],
              summary: dict, **sections) -> dict:
     counts = Counter(f.severity for f in findings)
     out = {
         "schema": SCHEMA,
         "tool": {"name": "closure-audit", "version": __version__},
         "command": command,
-        "target": targets,
+        "target": target,
         "mode": mode,
         "summary": {
             **summary,
