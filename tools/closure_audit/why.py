@@ -96,7 +96,7 @@ def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_ch
         if all_chains:
             for ref in closure.graph.predecessors(path):
                 wanted.setdefault(ref, {})[hash_part(path)] = path
-    evidence = {referrer: scanner.scan(referrer, hashes) for referrer, hashes in sorted(wanted.items())}
+    evidence = scanner.scan_all(wanted)
     out = []
     for path in sorted(chains, key=lambda p: (len(chains[p]), p)):
         chain = chains[path]
