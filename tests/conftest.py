@@ -7,6 +7,7 @@ against an independent implementation on every ELF file the tests build.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -197,6 +198,16 @@ def build(tmp_path, objects) -> Builder:
     root = tmp_path / "tree"
     root.mkdir()
     return Builder(root, objects)
+
+
+SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-1.schema.json").read_text())
+
+
+def validate(report: dict) -> None:
+    """Check a report against the JSON contract, docs/schema/closure-audit-1.schema.json."""
+    import jsonschema
+
+    jsonschema.validate(report, SCHEMA)
 
 
 def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:

@@ -8,16 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
-
-SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-1.schema.json").read_text())
-
-
-def validate(report: dict) -> None:
-    import jsonschema
-
-    jsonschema.validate(report, SCHEMA)
-
+from conftest import run_cli, validate
 
 @pytest.fixture
 def broken(build):

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, validate
 from nixstore import needs_nix, nix_build, path_info
 
 pytestmark = needs_nix
@@ -112,9 +112,12 @@ def store(tmp_path_factory):
 
 
 def cli_json(*args, **kw):
+    """Run a command with --json; every report is checked against the schema."""
     p = run_cli(*args, "--json", **kw)
     assert p.returncode in (0, 1), p.stderr
-    return p, json.loads(p.stdout)
+    report = json.loads(p.stdout)
+    validate(report)
+    return p, report
 
 
 def offset_in(path: str, needle: str) -> int:
