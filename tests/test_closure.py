@@ -415,3 +415,26 @@ def test_gate_fails_closed(store, tmp_path):
     assert p.returncode == 2 and "not in the Nix store" in p.stderr
     p = run_cli("gate", "--budgets", str(budgets), "--target", "nope=/x")
     assert p.returncode == 2 and "no target named 'nope'" in p.stderr
+
+
+def test_installables_are_resolved_never_built_without_build(tmp_path):
+    """A flake installable: nix path-info resolves it; it is built only on --build."""
+    flake = tmp_path / "flake"
+    flake.mkdir()
+    (flake / "flake.nix").write_text(f"""{{
+  outputs = {{ self }}: {{
+    packages.x86_64-linux.default = builtins.derivation {{
+      name = "fixture-installable-{os.getpid()}"; system = "x86_64-linux"; builder = "/bin/sh";
+      PATH = "/usr/bin:/bin"; args = [ "-ec" "mkdir $out; echo $RANDOM > $out/x" ];
+    }};
+  }};
+}}
+""")
+    installable = f"path:{flake}#default"
+    p = run_cli("size", installable)
+    assert p.returncode == 2 and "pass --build" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p, report = cli_json("size", installable, "--build")
+    (root,) = report["target"]
+    assert root.endswith(f"-fixture-installable-{os.getpid()}") and report["summary"]["paths"] == 1
+    p, again = cli_json("size", installable)  # built now: resolved without --build
+    assert again["target"] == [root]

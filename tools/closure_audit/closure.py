@@ -157,9 +157,8 @@ def resolve_root(target: str, build: bool = False) -> str:
         raise ClosureError(f"target not found: {target}")
     nix = require_nix()
     if build:
-        out = _run([nix, *NIX_FLAGS, "build", "--no-link", "--print-out-paths", target], f"building {target}")
-    else:
-        out = _run([nix, *NIX_FLAGS, "path-info", target], f"{target} (not built? pass --build)")
+        _run([nix, *NIX_FLAGS, "build", "--no-link", target], f"building {target}")
+    out = _run([nix, *NIX_FLAGS, "path-info", target], f"{target} (not built? pass --build)")
     paths = out.split()
     if not paths:
         raise ClosureError(f"{target}: nix returned no store path")
