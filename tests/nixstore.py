@@ -37,7 +37,11 @@ in
 
 
 def have_nix() -> bool:
-    return shutil.which("nix-build") is not None and Path("/nix/store").is_dir()
+    """nix-build, and a store it can write: its own (single-user, as root) or a daemon's."""
+    import os
+
+    return shutil.which("nix-build") is not None and Path("/nix/store").is_dir() and (
+        os.access("/nix/store", os.W_OK) or Path("/nix/var/nix/daemon-socket/socket").exists())
 
 
 needs_nix = pytest.mark.skipif(not have_nix(), reason="needs Nix (Debian's nix-bin)")

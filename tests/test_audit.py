@@ -15,6 +15,8 @@ from closure_audit.audit import Auditor
 from closure_audit.errors import TargetError
 from closure_audit.policy import Policy, parse_policy
 
+pytestmark = pytest.mark.fhs
+
 
 def audit(*targets, policy: Policy | None = None, **kw):
     return Auditor([str(t) for t in targets], policy or Policy(), **kw).run()

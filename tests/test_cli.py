@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, validate
+pytestmark = pytest.mark.fhs
+
 
 @pytest.fixture
 def broken(build):

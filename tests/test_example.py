@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 
 from conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.fhs
 
 
 def test_example_tree_shows_each_mistake(tmp_path):

@@ -18,6 +18,8 @@ from closure_audit import loader as ld
 from closure_audit.elf import read_elf
 from closure_audit.loader import Environment, Loader
 
+pytestmark = pytest.mark.fhs
+
 
 def tree_env(root, **kw) -> Environment:
     return Environment(mode="tree", tree_roots=(os.path.realpath(root),), host_dirs=ld.default_host_dirs(), **kw)

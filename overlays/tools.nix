@@ -1,0 +1,4 @@
+# closure-audit, built from this repository.
+final: prev: {
+  closure-audit = final.callPackage ../pkgs/closure-audit/package.nix { };
+}

@@ -1,0 +1,64 @@
+# closure-audit from this repository's pyproject.toml, with nix on its PATH
+# (the closure commands call `nix path-info`).
+{
+  lib,
+  python3Packages,
+  nix,
+  patchelf,
+}:
+let
+  root = ../..;
+  init = builtins.readFile (root + "/tools/closure_audit/__init__.py");
+  version = builtins.head (builtins.match ''.*__version__ = "([^"]+)".*'' init);
+in
+python3Packages.buildPythonApplication {
+  pname = "closure-audit";
+  inherit version;
+  pyproject = true;
+
+  src = lib.fileset.toSource {
+    inherit root;
+    fileset = lib.fileset.unions [
+      (root + "/pyproject.toml")
+      (root + "/README.md")
+      (root + "/LICENSE")
+      (root + "/tools")
+      (root + "/lib/data")
+      (root + "/docs/schema")
+      (root + "/examples")
+      (root + "/tests")
+    ];
+  };
+
+  build-system = [ python3Packages.setuptools ];
+  dependencies = with python3Packages; [
+    pyelftools
+    networkx
+    rich
+  ];
+
+  makeWrapperArgs = [
+    "--prefix"
+    "PATH"
+    ":"
+    (lib.makeBinPath [ nix ])
+  ];
+
+  nativeCheckInputs = [
+    python3Packages.pytestCheckHook
+    python3Packages.hypothesis
+    python3Packages.jsonschema
+    patchelf
+  ];
+  # The real CUDA wheels are not in the sandbox; tests that need Nix's daemon
+  # or a Debian host's loader skip themselves there.
+  disabledTestMarks = [ "wheels" ];
+  pythonImportsCheck = [ "closure_audit" ];
+
+  meta = {
+    description = "Audit ELF trees and Nix closures the way the dynamic loader and Nix see them";
+    license = lib.licenses.mit;
+    mainProgram = "closure-audit";
+    platforms = lib.platforms.linux;
+  };
+}
