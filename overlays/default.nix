@@ -1,8 +1,11 @@
 # The nixcuda overlays. `default` composes all of them; each can also be used
-# on its own (`nixcuda.overlays.options`, ...), one concern per file.
+# on its own (`nixcuda.overlays.cuda-packages`, ...), one concern per file,
+# each bringing what it builds on.
 let
   overlays = {
     options = import ./options.nix;
+    hooks = import ./hooks.nix;
+    cuda-packages = import ./cuda-packages.nix;
     tools = import ./tools.nix;
   };
 in
@@ -11,7 +14,7 @@ overlays
   default =
     final: prev:
     prev.lib.composeManyExtensions [
-      overlays.options
+      overlays.cuda-packages
       overlays.tools
     ] final prev;
 }

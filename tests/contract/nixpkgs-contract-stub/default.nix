@@ -123,6 +123,13 @@ let
         isx86_64 = system == "x86_64-linux";
         isAarch64 = system == "aarch64-linux";
       };
+      cc = record "cc-wrapper" {
+        name = "gcc-wrapper";
+        passthru.cc = record "gcc" {
+          name = "gcc";
+          outputs = [ "out" "lib" ];
+        } { };
+      } { };
     };
     callPackage = callPackageWith self;
     runCommand =
@@ -131,6 +138,8 @@ let
     mkShell = args: record "mkShell" (args // { name = args.name or "nix-shell"; }) { };
     makeSetupHook = attrs: script: record "makeSetupHook" (attrs // { inherit script; }) { };
     fetchurl = args: record "fetchurl" (args // { name = args.name or (baseNameOf args.url); }) { };
+    autoPatchelfHook = tool "autoPatchelfHook";
+    zlib = tool "zlib";
     nix = tool "nix";
     patchelf = tool "patchelf";
     pax-utils = tool "pax-utils";

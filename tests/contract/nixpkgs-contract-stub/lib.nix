@@ -58,6 +58,12 @@ in
       free = false;
     };
   };
+  sourceTypes = {
+    binaryNativeCode = {
+      shortName = "binaryNativeCode";
+      isSource = false;
+    };
+  };
   platforms = {
     linux = [
       "x86_64-linux"
