@@ -107,11 +107,11 @@ splitRedistOutputs() {
     [[ -d ${!output-} ]] && dirs+=("${!output}")
   done
   local dangling
-  dangling=$(find "${dirs[@]}" -xtype l -print 2>/dev/null | head -n 5)
+  dangling=$(find "${dirs[@]}" -xtype l -print 2>/dev/null | head -n 5) || true
   [[ -n $dangling ]] && problems+=("symlinks left dangling by the split: ${dangling//$'\n'/ }")
   if [[ -z ${allowFHSReferences-} ]]; then
     local fhs
-    fhs=$(grep -rl --exclude=LICENSE --exclude='*.txt' -- /usr/ "${dirs[@]}" 2>/dev/null | head -n 5)
+    fhs=$(grep -rl --exclude=LICENSE --exclude='*.txt' -- /usr/ "${dirs[@]}" 2>/dev/null | head -n 5) || true
     [[ -n $fhs ]] && problems+=("FHS paths (/usr/...) in: ${fhs//$'\n'/ }")
   fi
 

@@ -61,10 +61,16 @@ def test_bad_options_fail_evaluation_with_every_problem():
     assert ok["isJetson"] is True
 
 
-@pytest.mark.parametrize("name", ["options", "tools"])
+@pytest.mark.parametrize("name", ["options", "tools", "hooks", "cuda-packages"])
 def test_each_overlay_works_alone(name):
     got = nix_eval(f"builtins.attrNames ({pkgs(overlays=f'[ (import ./overlays).{name} ]')})")
-    assert ("nixcuda" in got) == (name == "options") and ("closure-audit" in got) == (name == "tools")
+    brings = {"options": {"nixcuda"}, "tools": {"closure-audit"},
+              "hooks": {"autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook"},
+              "cuda-packages": {"nixcuda", "autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook",
+                                "cudaPackages", "cudaPackages_12_9", "cudaPackages_13_0"}}
+    ours = {"nixcuda", "closure-audit", "autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook",
+            "cudaPackages", "cudaPackages_12_9", "cudaPackages_13_0"}
+    assert set(got) & ours == brings[name]
 
 
 def test_closure_audit_package():
@@ -160,3 +166,108 @@ def test_nix_reads_the_flake_and_its_lock(tmp_path):
     assert p.returncode == 0, p.stderr
     meta = json.loads(p.stdout)
     assert meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"] == "9a0231af9b19ed3d5716fb8dab613019c30a80b5"
+
+
+def _package_set_summary(system: str, config: str = "{ }") -> dict:
+    return nix_eval(f"""
+      let
+        p = {pkgs(config=config, system=system)};
+        summary = set: builtins.mapAttrs (name: d:
+          if !(builtins.isAttrs d && d ? stubKind) then null else
+          let available = (builtins.tryEval (builtins.deepSeq d.stubArgs.src.stubArgs.url true)).success; in {{
+            inherit (d) name outputs;
+            platforms = d.meta.platforms;
+            broken = d.meta.broken;
+            available = available;
+            url = if available then d.stubArgs.src.stubArgs.url else null;
+            sha256 = if available then d.stubArgs.src.stubArgs.sha256 else null;
+            hooks = map (x: x.name) d.stubArgs.nativeBuildInputs;
+            deps = map (x: x.name) d.stubArgs.buildInputs;
+            strict = d.stubArgs.splitRedistStrict;
+          }}) set;
+      in {{
+        "12.9" = summary p.cudaPackages_12_9;
+        "13.0" = summary p.cudaPackages_13_0;
+        same = p.cudaPackages.cudaMajorMinorVersion == "13.0" && p.cudaPackages.libcublas.name == p.cudaPackages_13_0.libcublas.name;
+        redistSystem = {{ "12.9" = p.cudaPackages_12_9.redistSystem; "13.0" = p.cudaPackages_13_0.redistSystem; }};
+      }}
+    """)
+
+
+RELEASES = {"12.9": ("12.9.1", "cuda12"), "13.0": ("13.0.2", "cuda13")}
+PLATFORM = {"x86_64-linux": "linux-x86_64", "aarch64-linux": "linux-sbsa"}
+
+
+@pytest.mark.parametrize("system", ["x86_64-linux", "aarch64-linux"])
+def test_cuda_package_sets(system):
+    got = _package_set_summary(system)
+    assert got["same"] and got["redistSystem"] == {"12.9": PLATFORM[system], "13.0": PLATFORM[system]}
+    platform = PLATFORM[system]
+    for version, (release, variant) in RELEASES.items():
+        cuda = json.loads((ROOT / f"pkgs/cuda/manifests/redistrib_{release}.json").read_text())
+        cudnn = json.loads((ROOT / "pkgs/cuda/manifests/redistrib_9.27.0.json").read_text())
+        outputs = json.loads((ROOT / f"pkgs/cuda/outputs/{release}.json").read_text())["packages"]
+        outputs.update(json.loads((ROOT / f"pkgs/cuda/outputs/cudnn-9.27.0-{variant}.json").read_text())["packages"])
+        members = {k: v for k, v in got[version].items() if v is not None}
+        expected_names = {k for k, v in {**cuda, **cudnn}.items() if isinstance(v, dict) and "version" in v}
+        assert set(members) == expected_names  # every package of the manifests evaluates
+        for name, d in members.items():
+            manifest = cuda if name in cuda else cudnn
+            entry = manifest[name]
+            assert d["name"] == f"cuda{version}-{name}-{entry['version']}"  # the set in the store name
+            archive = entry.get(platform)
+            if archive is not None and name in cudnn:
+                archive = archive.get(variant)
+            listed = outputs.get(name, {}).get(platform)
+            if archive is None:
+                assert not d["available"] and system not in d["platforms"], name  # unsupported here
+                continue
+            assert system in d["platforms"], name
+            product = "cuda" if name in cuda else "cudnn"
+            assert d["available"] and d["url"] == (
+                f"https://developer.download.nvidia.com/compute/{product}/redist/{archive['relative_path']}")
+            assert d["sha256"] == archive["sha256"], name
+            assert d["hooks"] == ["autoPatchelfHook", "auto-add-opengl-runpath-hook", "split-redist-outputs-hook"]
+            if listed is None:
+                assert d["broken"] and d["outputs"] == ["out"], name
+            else:
+                assert not d["broken"] and d["outputs"] == ["out", *listed["outputs"]], name
+                assert d["strict"] is listed["inspected"].startswith("tarball")
+            # A member of one set never pulls in a member of another.
+            for dep in d["deps"]:
+                if dep.startswith("cuda") and dep[4:8].rstrip("-").replace(".", "").isdigit():
+                    assert dep.startswith(f"cuda{version}-"), (name, dep)
+
+
+def test_cudnn_takes_the_matching_cuda_variant():
+    got = _package_set_summary("x86_64-linux")
+    assert "cuda13-archive" in got["13.0"]["cudnn"]["url"] and "cuda12-archive" in got["12.9"]["cudnn"]["url"]
+    assert got["13.0"]["cudnn"]["deps"][2:] == ["cuda13.0-libcublas-13.1.0.3", "cuda13.0-cuda_nvrtc-13.0.88"]
+
+
+def test_jetson_builds_use_the_linux_aarch64_archives():
+    got = _package_set_summary("aarch64-linux", '{ cudaCapabilities = [ "8.7" ]; }')
+    assert got["redistSystem"] == {"12.9": "linux-aarch64", "13.0": "linux-sbsa"}
+    cudart = got["12.9"]["cuda_cudart"]
+    # NVIDIA ships a linux-aarch64 archive, but no output list was made for it here.
+    assert cudart["available"] and cudart["broken"] and cudart["outputs"] == ["out"]
+
+
+def test_hooks_overlay():
+    got = nix_eval(f"""
+      let p = {pkgs(overlays='[ (import ./overlays).hooks ]')}; in {{
+        a = {{ inherit (p.autoAddOpenGLRunpathHook) stubKind; inherit (p.autoAddOpenGLRunpathHook.stubArgs) name;
+              script = toString p.autoAddOpenGLRunpathHook.stubArgs.script;
+              props = map (x: x.name) p.autoAddOpenGLRunpathHook.stubArgs.propagatedBuildInputs; }};
+        alias = p.autoAddDriverRunpath.name == p.autoAddOpenGLRunpathHook.name;
+        split = toString p.splitRedistOutputsHook.stubArgs.script;
+      }}
+    """)
+    assert got["a"] == {"stubKind": "makeSetupHook", "name": "auto-add-opengl-runpath-hook",
+                        "script": str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"), "props": ["patchelf"]}
+    assert got["alias"] and got["split"] == str(ROOT / "hooks/split-redist-outputs.sh")
+
+
+def test_cuda_packages_overlay_works_alone():
+    got = nix_eval(f"({pkgs(overlays='[ (import ./overlays).cuda-packages ]')}).cudaPackages.libcublas.outputs")
+    assert got == ["out", "lib", "dev"]

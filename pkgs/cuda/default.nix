@@ -35,17 +35,11 @@ let
   # Nix system -> NVIDIA platform. Jetson builds (aarch64 with Jetson
   # capabilities, CUDA 12) use NVIDIA's linux-aarch64 archives, other aarch64
   # machines linux-sbsa.
-  redistSystem =
-    {
-      x86_64-linux = "linux-x86_64";
-      aarch64-linux = if flags.isJetson && cudaMajor == "12" then "linux-aarch64" else "linux-sbsa";
-    }
-    .${stdenv.hostPlatform.system} or "unsupported";
-  nixSystems = {
-    linux-x86_64 = [ "x86_64-linux" ];
-    linux-sbsa = [ "aarch64-linux" ];
-    linux-aarch64 = [ "aarch64-linux" ];
+  redistSystems = {
+    x86_64-linux = "linux-x86_64";
+    aarch64-linux = if flags.isJetson && cudaMajor == "12" then "linux-aarch64" else "linux-sbsa";
   };
+  redistSystem = redistSystems.${stdenv.hostPlatform.system} or "unsupported";
 
   licenses = nixcuda.lib.cuda.licenses;
 
@@ -82,9 +76,8 @@ let
         inherit archive;
         outputs = if inspected == null then null else inspected.outputs;
         strict = inspected != null && lib.hasPrefix "tarball" inspected.inspected;
-        platforms = builtins.concatLists (
-          map (p: nixSystems.${p}) (builtins.filter (p: archiveOf entry p != null) (builtins.attrNames nixSystems))
-        );
+        # The Nix systems whose NVIDIA platform (as chosen above) has an archive.
+        platforms = builtins.filter (s: archiveOf entry redistSystems.${s} != null) (builtins.attrNames redistSystems);
         deps = fixup.deps or [ ];
         allowFHSReferences = fixup.allowFHSReferences or false;
       }

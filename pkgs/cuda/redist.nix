@@ -23,9 +23,6 @@
   deps ? [ ],
   allowFHSReferences ? false,
 }:
-let
-  available = archive != null && outputs != null;
-in
 stdenv.mkDerivation {
   # The store name says which CUDA release a piece belongs to:
   # cuda13.0-libcublas-13.1.0.3-lib.
@@ -33,15 +30,16 @@ stdenv.mkDerivation {
   inherit version;
 
   src =
-    if available then
+    if archive != null then
       fetchurl {
         url = "${baseUrl}/${archive.relative_path}";
         inherit (archive) sha256;
       }
     else
-      throw "cuda${cudaMajorMinorVersion}-${name}: no archive or output list for ${stdenv.hostPlatform.system}";
+      throw "cuda${cudaMajorMinorVersion}-${name}: NVIDIA has no archive of it for ${stdenv.hostPlatform.system}";
 
-  outputs = [ "out" ] ++ (if available then outputs else [ ]);
+  # Without an output list (meta.broken) there is nothing to split into.
+  outputs = [ "out" ] ++ (if outputs != null then outputs else [ ]);
 
   nativeBuildInputs = [
     autoPatchelfHook

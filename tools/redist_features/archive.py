@@ -9,6 +9,8 @@ error, as it would be an attack on whoever unpacks it.
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import lzma
 import os
 import posixpath
@@ -94,8 +96,12 @@ def identify(path: str) -> Source:
         arch = next((a for a in WHEEL_PLATFORMS if a in parts[-1]), None)
         return Source(path, "wheel", package, parts[1] if len(parts) > 1 else None,
                       WHEEL_PLATFORMS.get(arch) if arch else None)
-    m = ARCHIVE_NAME.match(base)
     kind = "directory" if os.path.isdir(path) else "tarball"
+    if kind == "directory":
+        top = _archive_dir(path)
+        if top is not None:
+            base = os.path.basename(top)
+    m = ARCHIVE_NAME.match(base)
     if m:
         return Source(path, kind, m["package"], m["version"], m["platform"])
     stem = re.sub(r"\.tar(\.(xz|gz|bz2))?$", "", base)
@@ -118,8 +124,23 @@ def _strip_top(name: str) -> str | None:
     return rest or None
 
 
+def _decompressed(path: str):
+    """The tar stream inside `path`. Python's own decompressors, read in
+    bounded pieces: tarfile's built-in stream decompression copies its buffer
+    again for every block, which turns a very compressible member quadratic."""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith(b"\xfd7zXZ"):
+        return lzma.open(path)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.open(path)
+    if magic.startswith(b"BZh"):
+        return bz2.open(path)
+    return open(path, "rb")
+
+
 def _tar(path: str) -> Iterator[Member]:
-    with tarfile.open(path, mode="r|*") as tf:
+    with _decompressed(path) as stream, tarfile.open(fileobj=stream, mode="r|") as tf:
         for info in tf:
             tf.members = []  # streaming: keep nothing, memory stays flat
             name = _check(info.name, path)
@@ -159,11 +180,16 @@ def _wheel(path: str) -> Iterator[Member]:
                 yield Member(rel, "file", bool(mode & 0o111), info.file_size)
 
 
-def _directory(path: str) -> Iterator[Member]:
-    root = path
+def _archive_dir(path: str) -> str | None:
+    """The one top directory of an unpacked tarball, when `path` holds just that."""
     entries = [e for e in os.listdir(path) if not e.startswith(".")]
     if len(entries) == 1 and os.path.isdir(os.path.join(path, entries[0])) and ARCHIVE_NAME.match(entries[0]):
-        root = os.path.join(path, entries[0])  # an unpacked tarball: its one top directory
+        return os.path.join(path, entries[0])
+    return None
+
+
+def _directory(path: str) -> Iterator[Member]:
+    root = _archive_dir(path) or path
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         rel_dir = os.path.relpath(dirpath, root)
