@@ -63,7 +63,9 @@ def test_bad_options_fail_evaluation_with_every_problem():
 
 @pytest.mark.parametrize("name", ["options", "tools", "hooks", "cuda-packages"])
 def test_each_overlay_works_alone(name):
-    got = nix_eval(f"builtins.attrNames ({pkgs(overlays=f'[ (import ./overlays).{name} ]')})")
+    # What the overlay itself defines, applied to the stub's nixpkgs.
+    got = nix_eval(f"let ov = (import ./overlays).{name}; final = {pkgs(overlays='[ ov ]')}; "
+                   f"prev = {pkgs(overlays='[ ]')}; in builtins.attrNames (ov final prev)")
     brings = {"options": {"nixcuda"}, "tools": {"closure-audit"},
               "hooks": {"autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook"},
               "cuda-packages": {"nixcuda", "autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook",
@@ -172,8 +174,11 @@ def _package_set_summary(system: str, config: str = "{ }") -> dict:
     return nix_eval(f"""
       let
         p = {pkgs(config=config, system=system)};
+        # nixcuda's members: ours carry the release in their name.
+        ours = d: builtins.isAttrs d && d ? stubArgs && d.stubArgs ? pname
+          && builtins.substring 0 4 d.stubArgs.pname == "cuda" && d.stubArgs ? splitRedistStrict;
         summary = set: builtins.mapAttrs (name: d:
-          if !(builtins.isAttrs d && d ? stubKind) then null else
+          if !(ours d) then null else
           let available = (builtins.tryEval (builtins.deepSeq d.stubArgs.src.stubArgs.url true)).success; in {{
             inherit (d) name outputs;
             platforms = d.meta.platforms;
@@ -189,6 +194,10 @@ def _package_set_summary(system: str, config: str = "{ }") -> dict:
         "12.9" = summary p.cudaPackages_12_9;
         "13.0" = summary p.cudaPackages_13_0;
         same = p.cudaPackages.cudaMajorMinorVersion == "13.0" && p.cudaPackages.libcublas.name == p.cudaPackages_13_0.libcublas.name;
+        toolchain = {{ "12.9" = map (n: p.cudaPackages_12_9.${{n}}.name) [ "cuda_nvcc" "cuda_crt" "libnvvm" ];
+                      "13.0" = map (n: p.cudaPackages_13_0.${{n}}.name) [ "cuda_nvcc" "cuda_crt" "libnvvm" ]; }};
+        ncclInputs = map (x: x.name) p.cudaPackages_13_0.nccl.stubArgs.buildInputs;
+        backendStdenv = p.cudaPackages_13_0 ? backendStdenv;
         redistSystem = {{ "12.9" = p.cudaPackages_12_9.redistSystem; "13.0" = p.cudaPackages_13_0.redistSystem; }};
       }}
     """)
@@ -210,7 +219,11 @@ def test_cuda_package_sets(system):
         outputs.update(json.loads((ROOT / f"pkgs/cuda/outputs/cudnn-9.27.0-{variant}.json").read_text())["packages"])
         members = {k: v for k, v in got[version].items() if v is not None}
         expected_names = {k for k, v in {**cuda, **cudnn}.items() if isinstance(v, dict) and "version" in v}
-        assert set(members) == expected_names  # every package of the manifests evaluates
+        # Every package of the manifests evaluates; the compiler's parts stay
+        # nixpkgs' (its setup hooks), when nixpkgs has the release.
+        toolchain = {"cuda_nvcc", "cuda_crt", "libnvvm"}
+        assert set(members) == expected_names - toolchain
+        assert not any(n.startswith(f"cuda{version}-") for n in got["toolchain"][version])
         for name, d in members.items():
             manifest = cuda if name in cuda else cudnn
             entry = manifest[name]
@@ -237,6 +250,11 @@ def test_cuda_package_sets(system):
             for dep in d["deps"]:
                 if dep.startswith("cuda") and dep[4:8].rstrip("-").replace(".", "").isdigit():
                     assert dep.startswith(f"cuda{version}-"), (name, dep)
+
+
+def test_nixpkgs_packages_of_the_scope_link_against_ours():
+    got = _package_set_summary("x86_64-linux")
+    assert "cuda13.0-cuda_cudart-13.0.96" in got["ncclInputs"] and got["backendStdenv"]
 
 
 def test_cudnn_takes_the_matching_cuda_variant():
@@ -271,3 +289,12 @@ def test_hooks_overlay():
 def test_cuda_packages_overlay_works_alone():
     got = nix_eval(f"({pkgs(overlays='[ (import ./overlays).cuda-packages ]')}).cudaPackages.libcublas.outputs")
     assert got == ["out", "lib", "dev"]
+
+
+def test_cuda_package_sets_stand_alone_without_a_nixpkgs_scope():
+    """On a nixpkgs without these releases, every redistributable is nixcuda's."""
+    got = nix_eval(f"""
+      let p = {pkgs(overlays='[ (final: prev: { cudaPackages_12_9 = null; cudaPackages_13_0 = null; }) (import ./overlays).default ]')};
+      in {{ nvcc = p.cudaPackages.cuda_nvcc.name; outs = p.cudaPackages.cuda_nvcc.outputs; scoped = p.cudaPackages ? overrideScope; }}
+    """)
+    assert got == {"nvcc": "cuda13.0-cuda_nvcc-13.0.88", "outs": ["out", "bin", "dev"], "scoped": False}

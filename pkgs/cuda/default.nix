@@ -1,7 +1,11 @@
 # A CUDA package set from NVIDIA's manifests: one derivation per
 # redistributable of the release, plus cuDNN for the matching CUDA variant.
 #
-#   callPackage ./pkgs/cuda { cudaMajorMinorVersion = "13.0"; }
+#   (callPackage ./pkgs/cuda { cudaMajorMinorVersion = "13.0"; }).members
+#
+# is a function of the final set (members depend on members of the same set
+# only), so it can be the whole set (lib.fix) or an extension of nixpkgs' own
+# CUDA scope (overlays/cuda-packages.nix).
 {
   lib,
   stdenv,
@@ -83,7 +87,7 @@ let
       }
     ) entries;
 
-  set = lib.fix (
+  members =
     self:
     packagesOf {
       manifest = cudaManifest;
@@ -102,7 +106,8 @@ let
       inherit cudaMajorMinorVersion flags redistSystem;
       cudaVersion = release.cuda;
       cudnnVersion = release.cudnn;
-    }
-  );
+    };
 in
-set
+{
+  inherit members;
+}

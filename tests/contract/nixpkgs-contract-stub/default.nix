@@ -91,7 +91,7 @@ let
   tool = name: record "tool" { inherit name; meta.mainProgram = name; } { };
 
   pythonPackages =
-    self:
+    pkgs: self:
     let
       buildPython =
         kind: args:
@@ -110,27 +110,32 @@ let
       pytestCheckHook = tool "pytestCheckHook";
       hypothesis = tool "hypothesis";
       jsonschema = tool "jsonschema";
+      python = tool "python3";
+      callPackage = callPackageWith (pkgs // self);
+      torch = self.callPackage ./torch.nix { };
     };
+
+  stdenv = {
+    mkDerivation = mkDerivationWith "mkDerivation";
+    hostPlatform = {
+      inherit system;
+      isLinux = true;
+      isx86_64 = system == "x86_64-linux";
+      isAarch64 = system == "aarch64-linux";
+    };
+    cc = record "cc-wrapper" {
+      name = "gcc-wrapper";
+      passthru.cc = record "gcc" {
+        name = "gcc";
+        outputs = [ "out" "lib" ];
+      } { };
+    } { };
+  };
 
   base = self: {
     inherit lib system;
     config = fullConfig;
-    stdenv = {
-      mkDerivation = mkDerivationWith "mkDerivation";
-      hostPlatform = {
-        inherit system;
-        isLinux = true;
-        isx86_64 = system == "x86_64-linux";
-        isAarch64 = system == "aarch64-linux";
-      };
-      cc = record "cc-wrapper" {
-        name = "gcc-wrapper";
-        passthru.cc = record "gcc" {
-          name = "gcc";
-          outputs = [ "out" "lib" ];
-        } { };
-      } { };
-    };
+    inherit stdenv;
     callPackage = callPackageWith self;
     runCommand =
       name: env: buildCommand:
@@ -139,12 +144,31 @@ let
     makeSetupHook = attrs: script: record "makeSetupHook" (attrs // { inherit script; }) { };
     fetchurl = args: record "fetchurl" (args // { name = args.name or (baseNameOf args.url); }) { };
     autoPatchelfHook = tool "autoPatchelfHook";
+    # nixpkgs' own driver-runpath hook, which nixcuda's overlay replaces.
+    autoAddDriverRunpath = record "makeSetupHook" { name = "auto-add-driver-runpath-hook"; } { };
     zlib = tool "zlib";
     nix = tool "nix";
     patchelf = tool "patchelf";
     pax-utils = tool "pax-utils";
     nixfmt-tree = tool "treefmt";
-    python3Packages = lib.fix pythonPackages;
+    # Python package sets are extended through pythonPackagesExtensions, as in nixpkgs.
+    pythonPackagesExtensions = [ ];
+    python3Packages = lib.fix (builtins.foldl' (acc: ext: lib.extends ext acc) (pythonPackages self) self.pythonPackagesExtensions);
+    cmake = tool "cmake";
+    ninja = tool "ninja";
+    magma = record "mkDerivation" { pname = "magma"; version = "2.9.0"; outputs = [ "out" "dev" ]; } { };
+    magma-cuda-static = record "mkDerivation" { pname = "magma-cuda-static"; version = "2.9.0"; } { };
+    cudaPackages_12_9 = cudaScope "12.9";
+    cudaPackages_13_0 = cudaScope "13.0";
+    cudaPackages = self.cudaPackages_12_9;
+    cudatoolkit = self.cudaPackages.cudatoolkit;
+    # nixpkgs' closureInfo: a directory with registration and store-paths.
+    closureInfo = { rootPaths }: record "closureInfo" { name = "closure-info"; inherit rootPaths; } { };
+  };
+  cudaScope = import ./cuda.nix {
+    inherit lib record;
+    config = fullConfig;
+    inherit stdenv;
   };
 
   pkgs = lib.fix (builtins.foldl' (acc: overlay: lib.extends overlay acc) base overlays);

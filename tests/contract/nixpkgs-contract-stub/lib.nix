@@ -53,6 +53,11 @@ in
       spdxId = "MIT";
       free = true;
     };
+    bsd3 = {
+      shortName = "bsd3";
+      spdxId = "BSD-3-Clause";
+      free = true;
+    };
     unfree = {
       shortName = "unfree";
       free = false;
