@@ -72,6 +72,9 @@
           '';
           # The Python test suite runs in closure-audit's checkPhase.
           closure-audit = self.packages.${system}.closure-audit;
+          # PyTorch's runtime closure against ci/closure-budgets.toml: no
+          # toolkit, magma, compiler; under the size budget.
+          torch-closure = pkgs.python3Packages.torch.tests.closure;
         }
       );
 

@@ -6,6 +6,7 @@ let
     options = import ./options.nix;
     hooks = import ./hooks.nix;
     cuda-packages = import ./cuda-packages.nix;
+    python-packages = import ./python-packages.nix;
     tools = import ./tools.nix;
   };
 in
@@ -15,6 +16,7 @@ overlays
     final: prev:
     prev.lib.composeManyExtensions [
       overlays.cuda-packages
+      overlays.python-packages
       overlays.tools
     ] final prev;
 }

@@ -253,12 +253,22 @@ def _dumps(store, tmp_path):
     for name, data in (("list", as_list), ("object", by_path), ("basenames", base)):
         files[name] = tmp_path / f"{name}.json"
         files[name].write_text(json.dumps(data))
+    # The registration format, as nixpkgs' closureInfo writes it (no deriver).
+    lines = []
+    for e in as_list:
+        lines += [e["path"], e["narHash"], str(e["narSize"]), "", str(len(e["references"])), *e["references"]]
+    files["registration"] = tmp_path / "registration"
+    files["registration"].write_text("\n".join(lines) + "\n")
     return files
 
 
 def test_path_info_dumps_in_every_shape(store, tmp_path):
     _, direct = cli_json("why", store["torch"])
     for name, file in _dumps(store, tmp_path).items():
+        if name == "registration":  # no NAR sizes' closure figures, same graph
+            p, report = cli_json("why", "--path-info", str(file))
+            assert report["findings"] == direct["findings"]
+            continue
         p, report = cli_json("why", "--path-info", str(file))
         assert p.returncode == 1, name
         assert report["findings"] == direct["findings"], name
@@ -389,6 +399,12 @@ def test_gate(store, tmp_path):
     assert {f["file"] for f in report["findings"] if f["rule"] == "added-size-budget"} == expected
     text = md.read_text()
     assert text.startswith("## closure-audit gate: ❌ failed") and "`closure-budget`" in text
+    # The growth limit and the baseline can come from the command line (as CI passes them).
+    budgets.write_text(f'[targets.torch]\nmax-closure-size = "{total}"\nallow = ["*"]\n')
+    p, report = cli_json("gate", "--budgets", str(budgets), "--target", f"torch={store['torch']}",
+                         "--max-growth", "torch=500", "--baseline", f"torch={baseline}")
+    assert p.returncode == 1 and [f["rule"] for f in report["findings"]] == ["closure-growth"]
+    assert report["findings"][0]["limit"] == 500
     assert summary.read_text().startswith("earlier step\n## closure-audit gate")
 
 
@@ -411,6 +427,10 @@ def test_gate_fails_closed(store, tmp_path):
         assert p.returncode == 2 and message in p.stderr, (name, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1, name
     budgets.write_text('[targets.t]\nmax-closure-size = "5 GiB"\n')
+    p = run_cli("gate", "--budgets", str(budgets), "--target", f"t={store['torch']}", "--max-growth", "t=5%")
+    assert p.returncode == 2 and "needs a baseline" in p.stderr
+    p = run_cli("gate", "--budgets", str(budgets), "--target", f"t={store['torch']}", "--max-growth", "t=lots")
+    assert p.returncode == 2 and "--max-growth" in p.stderr
     p = run_cli("gate", "--budgets", str(budgets), "--target", f"t={tmp_path}")
     assert p.returncode == 2 and "not in the Nix store" in p.stderr
     p = run_cli("gate", "--budgets", str(budgets), "--target", "nope=/x")

@@ -136,7 +136,7 @@ def test_flake_outputs(system):
     assert f["predicate"] == [True, False]
     assert f["package"].startswith("closure-audit-") and {"closure-audit", "default"} <= set(f["packages"])
     assert f["app"]["type"] == "app" and f["app"]["program"].endswith("-closure-audit-0.1.0/bin/closure-audit")
-    assert f["checks"] == ["closure-audit", "lib"]
+    assert f["checks"] == ["closure-audit", "lib", "torch-closure"]
     assert f["libCheck"] == {"failures": [], "kind": "runCommand"}
     assert f["formatter"] == "treefmt"
     assert f["shell"]["inputsFrom"][0].startswith("closure-audit") and "nix" in f["shell"]["packages"]
@@ -298,3 +298,100 @@ def test_cuda_package_sets_stand_alone_without_a_nixpkgs_scope():
       in {{ nvcc = p.cudaPackages.cuda_nvcc.name; outs = p.cudaPackages.cuda_nvcc.outputs; scoped = p.cudaPackages ? overrideScope; }}
     """)
     assert got == {"nvcc": "cuda13.0-cuda_nvcc-13.0.88", "outs": ["out", "bin", "dev"], "scoped": False}
+
+
+def _torch(config: str, system: str = "x86_64-linux", override: str = "") -> dict:
+    return nix_eval(f"""
+      let
+        p = {pkgs(config=config, system=system)};
+        t = p.python3Packages.torch{override};
+        names = map (x: x.name);
+      in {{
+        inherit (t) name cudaArchList cudaCapabilities droppedCudaCapabilities withMagma;
+        preConfigure = t.stubArgs.preConfigure;
+        postPatch = t.stubArgs.postPatch;
+        buildInputs = names t.stubArgs.buildInputs;
+        nativeBuildInputs = names t.stubArgs.nativeBuildInputs;
+        disallowed = names t.stubArgs.disallowedRequisites;
+        extraRunpaths = t.stubArgs.extraRunpaths;
+        outputs = t.outputs;
+        cudaSupport = t.stubArgs.passthru.cudaSupport;
+        gpu = {{ inherit (t.gpuCheck.stubArgs) requiredSystemFeatures buildCommand; inputs = names t.gpuCheck.stubArgs.nativeBuildInputs; }};
+        closure = {{ inherit (t.tests.closure.stubArgs) buildCommand; budgets = toString t.tests.closure.stubArgs.budgets;
+                    inputs = names t.tests.closure.stubArgs.nativeBuildInputs;
+                    roots = map (r: r.name) t.tests.closure.stubArgs.closure.stubArgs.rootPaths; }};
+        patch = t.cppExtensionPatch;
+      }}
+    """)
+
+
+FORBIDDEN_IN_INPUTS = ("cuda-merged", "cudatoolkit", "magma-2", "cuda_nvcc")
+
+
+@pytest.mark.parametrize("config, arch, caps", [
+    ('{ cudaSupport = true; cudaCapabilities = [ "8.9" ]; cudaForwardCompat = false; }', "8.9", ["8.9"]),
+    ('{ cudaSupport = true; cudaCapabilities = [ "9.0" "8.6" ]; }', "8.6;9.0+PTX", ["8.6", "9.0"]),
+    ('{ cudaSupport = true; cudaCapabilities = [ "9.0" "8.6" ]; cudaForwardCompat = false; }', "8.6;9.0", ["8.6", "9.0"]),
+    ('{ cudaSupport = true; cudaCapabilities = [ "8.6" "9.0a" ]; }', "8.6;9.0a;9.0+PTX", ["8.6", "9.0a"]),
+])
+def test_torch_arch_list(config, arch, caps):
+    t = _torch(config)
+    assert t["cudaArchList"] == arch and t["cudaCapabilities"] == caps
+    # The overlay's export comes last in preConfigure, so it is the one in effect.
+    assert t["preConfigure"].rstrip().splitlines()[-1] == f'export TORCH_CUDA_ARCH_LIST="{arch}"'
+
+
+def test_torch_drops_what_the_release_cannot_build_and_says_so():
+    p = nix_eval(f'({pkgs(config=chr(123) + " cudaSupport = true; cudaCapabilities = [ " + chr(34) + "8.6" + chr(34) + " " + chr(34) + "10.0f" + chr(34) + " ]; " + chr(125))}).python3Packages.torch.cudaArchList',
+                 check=False)
+    assert p.returncode == 0 and json.loads(p.stdout) == "8.6+PTX"
+    assert "PyTorch 2.9.1 cannot build for 10.0f; building for 8.6" in p.stderr
+
+
+def test_torch_fails_evaluation_when_nothing_is_left():
+    cfg = '{ cudaSupport = true; cudaCapabilities = [ "10.0f" "12.0f" ]; }'
+    p = nix_eval(f"({pkgs(config=cfg)}).python3Packages.torch.cudaArchList", check=False)
+    assert p.returncode != 0
+    assert "PyTorch 2.9.1 builds for none of the requested CUDA capabilities (10.0f, 12.0f); it builds for" in p.stderr
+
+
+def test_torch_runtime_inputs_hold_neither_toolkit_nor_magma():
+    t = _torch("{ cudaSupport = true; }")
+    assert t["cudaSupport"] is True and t["withMagma"] is True
+    # Every CUDA library is nixcuda's split redistributable.
+    cuda_libs = [n for n in t["buildInputs"] if "cuda" in n or n.startswith(("lib", "cudnn"))]
+    assert {"cuda13.0-cuda_cudart-13.0.96", "cuda13.0-libcublas-13.1.0.3", "cuda13.0-cudnn-9.27.0.42"} <= set(cuda_libs)
+    assert not any(n.startswith(FORBIDDEN_IN_INPUTS) for n in t["buildInputs"])
+    assert "magma-cuda-static-2.9.0" in t["buildInputs"]  # linked statically
+    assert "cuda_nvcc-13.0.0" in t["nativeBuildInputs"]  # the compiler runs at build time only
+    assert set(t["disallowed"]) == {"cuda-merged-13.0", "cuda_nvcc-13.0.0", "gcc-wrapper", "gcc-wrapper-14.3.0",
+                                    "magma-2.9.0"}
+    no_magma = _torch("{ cudaSupport = true; }", override=".override { withMagma = false; }")
+    assert no_magma["withMagma"] is False and not any("magma" in n for n in no_magma["buildInputs"])
+
+
+def test_torch_hooks_and_runpaths():
+    t = _torch("{ cudaSupport = true; }")
+    assert "auto-add-opengl-runpath-hook" in t["nativeBuildInputs"]
+    assert "auto-add-driver-runpath-hook" not in t["nativeBuildInputs"]
+    libs = {p.split("-", 1)[1].rsplit("/lib", 1)[0] for p in t["extraRunpaths"]}
+    assert {"cuda13.0-cuda_nvrtc-13.0.88-lib", "cuda13.0-libnvjitlink-13.0.88-lib", "cuda13.0-cudnn-9.27.0.42-lib",
+            "cuda13.0-libcublas-13.1.0.3-lib"} <= libs
+    assert all(p.endswith("-lib/lib") for p in t["extraRunpaths"])  # lib outputs only
+
+
+def test_torch_cpp_extension_patch_and_checks():
+    t = _torch("{ cudaSupport = true; }")
+    patch = t["patch"]
+    assert f"--replace-fail '{patch['from']}' '{patch['to']}'" in t["postPatch"]
+    assert t["gpu"]["requiredSystemFeatures"] == ["cuda"] and "gpu-check.py" in t["gpu"]["buildCommand"]
+    assert t["gpu"]["inputs"] == ["python3-env"]
+    c = t["closure"]
+    assert c["budgets"] == str(ROOT / "ci/closure-budgets.toml") and c["roots"] == [t["name"]]
+    assert "closure-audit gate --budgets $budgets --path-info torch=$closure/registration" in c["buildCommand"]
+    assert c["inputs"][0].startswith("closure-audit")
+
+
+def test_flake_checks_hold_the_torch_closure_gate():
+    f = nix_eval(f"let f = {FLAKE}; in builtins.attrNames f.checks.x86_64-linux")
+    assert "torch-closure" in f

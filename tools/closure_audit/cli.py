@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read target NAME's closure from a saved path-info dump")
     g.add_argument("--baseline", metavar="NAME=WHAT", action="append", default=[],
                    help="baseline of target NAME: a saved JSON report, a path-info dump or a store path")
+    g.add_argument("--max-growth", metavar="NAME=LIMIT", action="append", default=[],
+                   help="how much target NAME may grow against its baseline: bytes (200MiB) or a percentage (5%%)")
     g.add_argument("--policy", metavar="FILE", help="TOML policy with [forbidden] (docs/policy.md)")
     g.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
     g.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
@@ -327,7 +329,7 @@ def run_gate(args) -> int:
 
     policy = load_policy(args.policy)
     budgets = load_budgets(args.budgets)
-    apply_overrides(budgets, args.target, args.path_info, args.baseline)
+    apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
     results, findings = check(budgets, policy, args.build, args.all_chains)
     summary_files = [f for f in (args.markdown, os.environ.get("GITHUB_STEP_SUMMARY")) if f]
     if summary_files:

@@ -186,20 +186,32 @@ def query(roots: list[str]) -> Closure:
 
 
 def load_dump(file: str, targets: list[str]) -> Closure:
-    """A saved `nix path-info --json --recursive [--closure-size]` dump. Roots
-    are the targets (store paths, base names or hash parts found in the dump),
-    or, without targets, every path nothing else in the dump references."""
+    """A saved closure: `nix path-info --json --recursive [--closure-size]`
+    output, or the registration format of `nix-store --dump-db` and of
+    nixpkgs' closureInfo (which a Nix build can read without a Nix daemon).
+    Roots are the targets (store paths, base names or hash parts found in the
+    dump), or, without targets, every path nothing else in the dump references."""
     try:
         with open(file, encoding="utf-8") as f:
-            data = json.load(f)
+            text = f.read()
     except FileNotFoundError:
         raise ClosureError(f"path-info dump not found: {file}") from None
     except OSError as exc:
         raise ClosureError(f"cannot read {file}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ClosureError(f"{file} is not JSON: {exc}") from None
     store = store_dir()
-    graph = build_graph(parse_path_info(data, store, file))
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ClosureError(f"{file} is not JSON: {exc}") from None
+        entries = parse_path_info(data, store, file)
+    elif text.startswith(store + "/"):
+        entries = parse_dump_db(text)
+    else:
+        raise ClosureError(f"{file} is not JSON: neither a path-info dump nor a registration")
+    graph = build_graph(entries)
     if targets:
         roots = [_match_root(graph, t, file) for t in targets]
     else:

@@ -150,8 +150,9 @@ def _rel(value: str, base: str) -> str:
 
 
 def apply_overrides(budgets: list[Budget], targets: list[str], path_infos: list[str],
-                    baselines: list[str]) -> None:
-    """--target NAME=WHAT, --path-info NAME=FILE, --baseline NAME=WHAT."""
+                    baselines: list[str], growths: list[str] = ()) -> None:
+    """--target NAME=WHAT, --path-info NAME=FILE, --baseline NAME=WHAT,
+    --max-growth NAME=LIMIT."""
     by_name = {b.name: b for b in budgets}
 
     def split(option: str, value: str) -> tuple[Budget, str]:
@@ -171,6 +172,9 @@ def apply_overrides(budgets: list[Budget], targets: list[str], path_infos: list[
     for v in baselines:
         b, what = split("--baseline", v)
         b.baseline = what
+    for v in growths:
+        b, what = split("--max-growth", v)
+        b.max_growth = _growth(what, "--max-growth")
 
 
 def read_closure(budget: Budget, build: bool) -> Closure:

@@ -53,6 +53,10 @@ let
           in
           record kind (args // next) extra;
       }
+      // builtins.intersectAttrs {
+        pname = null;
+        version = null;
+      } args
       // (args.passthru or { })
       // extra;
       withOutputs = base // builtins.listToAttrs (map (o: { name = o; value = outputFor o; }) outputs);
@@ -110,7 +114,13 @@ let
       pytestCheckHook = tool "pytestCheckHook";
       hypothesis = tool "hypothesis";
       jsonschema = tool "jsonschema";
-      python = tool "python3";
+      python = tool "python3" // {
+        sitePackages = "lib/python3.13/site-packages";
+        withPackages = f: record "python-env" {
+          name = "python3-env";
+          packages = f self;
+        } { };
+      };
       callPackage = callPackageWith (pkgs // self);
       torch = self.callPackage ./torch.nix { };
     };

@@ -23,10 +23,12 @@ let
     in
     fApplied // g final prev';
   toList = x: if builtins.isList x then x else [ x ];
+  warn = msg: builtins.trace "evaluation warning: ${msg}";
   concatMapStringsSep = sep: f: list: builtins.concatStringsSep sep (map f list);
 in
 {
-  inherit fix extends toList;
+  inherit fix extends toList warn;
+  warnIf = cond: msg: if cond then builtins.trace "evaluation warning: ${msg}" else x: x;
   composeManyExtensions = builtins.foldl' composeExtensions (final: prev: { });
   genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
   mapAttrs = builtins.mapAttrs;
@@ -45,6 +47,13 @@ in
   getDev = drv: drv.dev or drv;
   getBin = drv: drv.bin or drv;
   versionAtLeast = v: min: builtins.compareVersions v min >= 0;
+  versions.majorMinor =
+    v:
+    let
+      parts = builtins.filter builtins.isString (builtins.split "\\." v);
+    in
+    "${builtins.elemAt parts 0}.${builtins.elemAt parts 1}";
+  unique = builtins.foldl' (acc: x: if builtins.elem x acc then acc else acc ++ [ x ]) [ ];
   versionOlder = v: other: builtins.compareVersions v other < 0;
   hasPrefix = prefix: s: builtins.substring 0 (builtins.stringLength prefix) s == prefix;
   licenses = {
