@@ -15,7 +15,9 @@ import subprocess
 
 import pytest
 
-from conftest import assert_matches_pyelftools, run_cli
+import sys
+
+from conftest import ROOT, assert_matches_pyelftools, run_cli
 from closure_audit.walk import Walker
 
 TREE = os.environ.get("NIXCUDA_WHEELS")
@@ -91,3 +93,54 @@ def test_missing_cudart_is_reported_even_when_the_host_has_one(tmp_path):
     # libtorch_python, ...); later ones find it already loaded.
     assert any("/torch/lib/libtorch_" in f["file"] for f in hits)
     assert all(f["host_path"] == str(host / "libcudart.so.13") for f in hits)
+
+
+def _arch_flags(arch_list: str, patched: bool) -> dict:
+    """_get_cuda_arch_flags() of the real release's torch/utils/cpp_extension.py,
+    as nixcuda's postPatch leaves it when `patched`: the flags, or the error."""
+    source = _one("cpp_extension.py")
+    text = open(source).read()
+    if patched:
+        patch = json.loads(subprocess.run(
+            ["nix-instantiate", "--eval", "--strict", "--json", "-E",
+             f'(import {ROOT}/tests/contract/nixpkgs-contract-stub {{ overlays = [ (import {ROOT}/overlays).default ]; '
+             'config.cudaSupport = true; }).python3Packages.torch.cppExtensionPatch'],
+            capture_output=True, text=True, check=True).stdout)
+        assert text.count(patch["from"]) == 1, "the patched line is not in this release"
+        text = text.replace(patch["from"], patch["to"])
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(text)
+    code = f"""
+import json, sys, types
+import torch.utils
+m = types.ModuleType("torch.utils.cpp_extension_checked")
+m.__package__ = "torch.utils"
+exec(compile(open({f.name!r}).read(), {source!r}, "exec"), m.__dict__)
+try:
+    print(json.dumps({{"flags": m._get_cuda_arch_flags()}}))
+except ValueError as e:
+    print(json.dumps({{"error": str(e)}}))
+"""
+    site = os.path.dirname(os.path.dirname(os.path.dirname(source)))
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, PYTHONPATH=site, TORCH_CUDA_ARCH_LIST=arch_list))
+    finally:
+        os.unlink(f.name)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_extension_builder_accepts_every_capability():
+    """Unpatched, PyTorch refuses 10.0f and capabilities newer than the
+    release; patched, it builds what TORCH_CUDA_ARCH_LIST asks."""
+    wanted = "8.6;10.0f;12.9;9.0a+PTX"
+    assert _arch_flags(wanted, patched=False) == {"error": "Unknown CUDA arch (10.0f) or GPU not supported"}
+    assert _arch_flags(wanted, patched=True)["flags"] == sorted({
+        "-gencode=arch=compute_86,code=sm_86", "-gencode=arch=compute_100f,code=sm_100f",
+        "-gencode=arch=compute_129,code=sm_129", "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_90a,code=compute_90a"})
+    # Still refused: what is not a capability at all.
+    assert "Unknown CUDA arch (sm_86)" in _arch_flags("8.6;sm_86", patched=True)["error"]

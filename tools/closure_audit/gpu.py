@@ -90,6 +90,7 @@ def runs_on(code: Code, device: tuple[int, int]) -> bool:
 
 
 def covers(codes: list[Code], device: tuple[int, int]) -> list[Code]:
-    """The codes that can run on `device`, best first: cubins, then PTX."""
+    """The codes that can run on `device`, best first: cubins before PTX, newer
+    before older, the most specific (a, then f) first."""
     fit = [c for c in codes if runs_on(c, device)]
-    return sorted(fit, key=lambda c: (c.kind != "sm", (-c.major, -c.minor)))
+    return sorted(fit, key=lambda c: (c.kind != "sm", -c.major, -c.minor, "afx".index(c.variant or "x")))
