@@ -78,6 +78,14 @@
         }
       );
 
+      # Hydra (ci/hydra): the checks, PyTorch itself, and its GPU check, which
+      # only builders with the "cuda" system feature take.
+      hydraJobs = {
+        inherit (self) checks;
+        torch = forAllSystems (system: self.legacyPackages.${system}.python3Packages.torch);
+        torch-gpu = forAllSystems (system: self.legacyPackages.${system}.python3Packages.torch.gpuCheck);
+      };
+
       formatter = forAllSystems (system: nixpkgs.legacyPackages.${system}.nixfmt-tree);
 
       devShells = forAllSystems (

@@ -91,3 +91,34 @@ def unpacked(top: Path, dest: Path) -> Path:
     d = dest / "unpacked"
     shutil.copytree(top, d / top.name, symlinks=True)
     return d
+
+
+def wheel_to_redist(wheel: Path, dest: Path) -> Path:
+    """An NVIDIA wheel re-laid as the redist tarball of its package: the
+    wheel's files under <package>-linux-x86_64-<version>-archive/, plus the
+    unversioned `libX.so` symlinks the tarballs have and a wheel cannot hold."""
+    from redist_features.archive import identify
+
+    source = identify(str(wheel))
+    top = f"{source.package}-linux-x86_64-{source.version}-archive"
+    archive = dest / f"{top}.tar.xz"
+    links = {}
+    with zipfile.ZipFile(wheel) as zf, tarfile.open(archive, "w:xz", preset=0) as tf:
+        for info in zf.infolist():
+            parts = info.filename.split("/")
+            if parts[0] != "nvidia" or info.is_dir() or len(parts) < 3:
+                continue
+            rel = "/".join(parts[2:])
+            member = tarfile.TarInfo(f"{top}/{rel}")
+            member.size = info.file_size
+            member.mode = (info.external_attr >> 16) & 0o777 or 0o644
+            with zf.open(info) as data:
+                tf.addfile(member, data)
+            name = parts[-1]
+            if parts[2] == "lib" and ".so." in name:
+                links.setdefault(name.split(".so.")[0] + ".so", name)
+        for link, target in sorted(links.items()):
+            info = tarfile.TarInfo(f"{top}/lib/{link}")
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tf.addfile(info)
+    return archive

@@ -395,3 +395,20 @@ def test_torch_cpp_extension_patch_and_checks():
 def test_flake_checks_hold_the_torch_closure_gate():
     f = nix_eval(f"let f = {FLAKE}; in builtins.attrNames f.checks.x86_64-linux")
     assert "torch-closure" in f
+
+
+def test_hydra_jobs_match_the_workflow():
+    jobs = nix_eval(f"""let f = {FLAKE}; in {{
+      names = builtins.attrNames f.hydraJobs;
+      checks = builtins.attrNames f.hydraJobs.checks.x86_64-linux;
+      torch = f.hydraJobs.torch.x86_64-linux.name;
+      gpu = f.hydraJobs.torch-gpu.aarch64-linux.stubArgs.requiredSystemFeatures;
+    }}""")
+    assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-closure"],
+                    "torch": "torch-2.9.1", "gpu": ["cuda"]}
+    spec = json.loads((ROOT / "ci/hydra/spec.json").read_text())
+    assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
+    workflow = (ROOT / ".github/workflows/nixcuda.yml").read_text()
+    for step in ("ci/test", "nix build .#python3Packages.torch", "gate --budgets ci/closure-budgets.toml",
+                 "--baseline torch=baseline/gate.json", "--markdown gate.md", "gh pr comment"):
+        assert step in workflow, step

@@ -12,12 +12,11 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
 
+import redist_fixture
 from conftest import ROOT, run_cli
 from nixstore import needs_nix, nix_build, path_info
 from redist_features.archive import WHEEL_TO_REDIST
@@ -43,27 +42,8 @@ def test_every_wheel_is_read():
 
 
 def _cudart_tarball(tmp_path: Path) -> Path:
-    """NVIDIA's cudart wheel re-laid as its redist tarball: the wheel's files
-    under cuda_cudart-linux-x86_64-<version>-archive/, plus the unversioned
-    library symlink the tarball has and a wheel cannot hold."""
     (w,) = [w for w in wheels() if os.path.basename(w).startswith("nvidia_cuda_runtime-")]
-    version = os.path.basename(w).split("-")[1]
-    top = f"cuda_cudart-linux-x86_64-{version}-archive"
-    archive = tmp_path / f"{top}.tar.xz"
-    with zipfile.ZipFile(w) as zf, tarfile.open(archive, "w:xz") as tf:
-        for info in zf.infolist():
-            parts = info.filename.split("/")
-            if parts[0] != "nvidia" or info.is_dir():
-                continue
-            member = tarfile.TarInfo(f"{top}/{'/'.join(parts[2:])}")
-            member.size = info.file_size
-            member.mode = (info.external_attr >> 16) & 0o777 or 0o644
-            with zf.open(info) as data:
-                tf.addfile(member, data)
-        link = tarfile.TarInfo(f"{top}/lib/libcudart.so")
-        link.type, link.linkname = tarfile.SYMTYPE, "libcudart.so.13"
-        tf.addfile(link)
-    return archive
+    return redist_fixture.wheel_to_redist(Path(w), tmp_path)
 
 
 def test_redist_layout_tarball_from_the_real_wheel(tmp_path):
