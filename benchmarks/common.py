@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,3 +103,52 @@ def require(tool: str, package: str) -> str:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
+
+
+# -- cuobjdump, the anchor for `archs` -------------------------------------------
+
+CUOBJDUMP_WHEEL = "nvidia-cuda-cuobjdump"
+_CUOBJDUMP_LINE = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\d+[a-z]?)\.(?:cubin|ptx)$")
+
+
+def cuobjdump(path: str | None) -> str:
+    """NVIDIA's cuobjdump: the one given, the one on PATH, or the one in
+    NVIDIA's wheel, which pip fetches into the cache on first use."""
+    if path:
+        return path
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    target = CACHE / "cuobjdump"
+    hits = glob.glob(str(target / "nvidia" / "*" / "bin" / "cuobjdump"))
+    if not hits:
+        print(f"installing {CUOBJDUMP_WHEEL} into {target} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                        CUOBJDUMP_WHEEL], check=True)
+        hits = glob.glob(str(target / "nvidia" / "*" / "bin" / "cuobjdump"))
+    return hits[0]
+
+
+def cuobjdump_listing(tool: str, path: str) -> Counter:
+    """(kind, arch) -> entries, as `cuobjdump --list-elf --list-ptx -all` lists them."""
+    p = subprocess.run([tool, "--list-elf", "--list-ptx", "-all", path], capture_output=True, text=True)
+    out: Counter = Counter()
+    for line in p.stdout.splitlines():
+        m = _CUOBJDUMP_LINE.match(line.strip())
+        if m:
+            out["cubin" if m[1] == "ELF" else "ptx", m[2]] += 1
+    return out
+
+
+def archs_listing(report: dict) -> Counter:
+    """The same from a `closure-audit archs --json` report, in cuobjdump's
+    terms: fatbin sections only, no LTO IR (cuobjdump cannot list it), and
+    family code under its plain name (cuobjdump prints sm_100f as sm_100)."""
+    out: Counter = Counter()
+    for f in report["files"]:
+        for c in f["codes"]:
+            if c["kind"] == "lto" or c["section"] not in (".nv_fatbin", "__nv_relfatbin"):
+                continue
+            arch = "sm_" + c["code"].split("_")[1].removesuffix("f")
+            out[c["kind"], arch] += c["entries"]
+    return out

@@ -8,6 +8,7 @@ against an independent implementation on every ELF file the tests build.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from closure_audit.elf import read_elf  # noqa: E402
+from closure_audit.elf import parse_sections, read_elf  # noqa: E402
 
 CROSS = {  # binutils prefix -> (class, little-endian)
     "powerpc64-linux-gnu": (64, False),
@@ -83,6 +84,8 @@ def pyelftools_facts(path: str) -> dict:
                         facts["soname"] = tag.soname
                     elif t == "DT_FLAGS_1":
                         facts["flags_1"] = tag.entry.d_val
+        facts["sections"] = [(s.name, s["sh_flags"], s["sh_offset"], 0 if s["sh_type"] == "SHT_NOBITS" else s["sh_size"])
+                             for s in list(elf.iter_sections())[1:]]
         return facts
 
 
@@ -93,7 +96,13 @@ def our_facts(path: str) -> dict:
         "type": e.type_name, "machine": e.machine_name, "interp": e.interp,
         "needed": list(e.needed), "rpath": e.rpath, "runpath": e.runpath, "soname": e.soname,
         "flags_1": e.flags_1, "has_dynamic": e.has_dynamic,
+        "sections": [(s.name, s.flags, s.offset, s.size) for s in our_sections(path)],
     }
+
+
+def our_sections(path: str):
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return parse_sections(data, len(data))
 
 
 def assert_matches_pyelftools(path: str) -> None:

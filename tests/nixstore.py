@@ -51,7 +51,8 @@ def nix_build(tmp_path: Path, body: str, attr: str | None = None) -> list[str]:
     """Build `PRELUDE + body` (an expression); returns the output paths."""
     expr = tmp_path / "fixture.nix"
     expr.write_text(PRELUDE + body)
-    cmd = ["nix-build", str(expr), "--no-out-link"]
+    # Fixtures are built here, never fetched: no time lost asking a binary cache.
+    cmd = ["nix-build", str(expr), "--no-out-link", "--option", "substituters", ""]
     if attr:
         cmd += ["-A", attr]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -1,5 +1,5 @@
-"""The evidence scanner's search: exact offsets across read and split
-boundaries, in one process or several."""
+"""The byte search behind the evidence scanner: exact offsets across read and
+split boundaries, in one process or several."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from closure_audit import evidence
-from closure_audit.evidence import Scanner, _search
+from closure_audit import search
+from closure_audit.evidence import Scanner
 
 HASHES = [b"0" * 32, b"abcdfghijklmnpqrsvwxyz0123456789", b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz1"]
 
@@ -36,10 +36,10 @@ def test_search_matches_a_naive_search(tmp_path, monkeypatch, filler, places, bu
     data = bytes(data)
     path = tmp_path / "blob"
     path.write_bytes(data)
-    monkeypatch.setattr(evidence, "BUFFER", buffer)
+    monkeypatch.setattr(search, "BUFFER", buffer)
     found = []
     for start in range(0, max(len(data), 1), split):  # ranges as the worker pool splits a file
-        found += _search(str(path), start, min(len(data), start + split), tuple(HASHES))
+        found += search.search(str(path), start, min(len(data), start + split), tuple(HASHES))
     assert sorted(found) == naive(data, HASHES)
 
 
@@ -55,9 +55,9 @@ def test_parallel_and_serial_scans_agree(tmp_path, monkeypatch):
     (referrer / "share").mkdir()
     (referrer / "share/x.cmake").write_text(f"set(X {target})\n")
     os.symlink(target, referrer / "share/link")
-    monkeypatch.setattr(evidence, "SPLIT", 50_000)
-    monkeypatch.setattr(evidence, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(evidence, "BUFFER", 4096)
+    monkeypatch.setattr(search, "SPLIT", 50_000)
+    monkeypatch.setattr(search, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(search, "BUFFER", 4096)
     wanted = {str(referrer): {"b" * 32: target}}
     runs = []
     for workers in (1, 2):

@@ -46,9 +46,21 @@ let
     mkdir -p $out/lib
     cp -L $(gcc -print-file-name=libstdc++.so.6) $(gcc -print-file-name=libgcc_s.so.1) $out/lib/
   '';
+  # glibc, which nixpkgs' linker wrapper and autoPatchelf put in every runpath.
+  glibc = sh "glibc-2.40" ''
+    mkdir -p $out/lib
+    for l in libc.so.6 libm.so.6 libdl.so.2 librt.so.1 libpthread.so.0 libutil.so.1 ld-linux-x86-64.so.2; do
+      cp -L $(gcc -print-file-name=$l) $out/lib/
+    done
+  '';
+  fixups = import @FIXUPS@ { };
+  # NCCL is not in NVIDIA's CUDA manifests (nixpkgs builds it from source), so
+  # the fixups do not know it; its binary release compiles in /usr paths.
+  allowFHS = name: fixups.${name}.allowFHSReferences or (name == "nccl");
   redist = { name, version, src, outputs }: builtins.derivation {
     name = "cuda13.0-${name}-${version}"; inherit system src;
     outputs = [ "out" ] ++ outputs; builder = "/bin/bash"; splitRedistStrict = "1";
+    allowFHSReferences = if allowFHS name then "1" else "";
     PATH = "/usr/local/bin:/usr/bin:/bin";
     args = [ "-euo" "pipefail" "-c" ''
       mkdir -p $out && tar -xJf $src -C $out --strip-components=1
@@ -56,7 +68,7 @@ let
     '' ];
   };
   split = { @SPLIT@ };
-  libDirs = map (p: "${p.lib}/lib") (builtins.attrValues split) ++ [ "${gccLib}/lib" ];
+  libDirs = map (p: "${p.lib}/lib") (builtins.attrValues split) ++ [ "${gccLib}/lib" "${glibc}/lib" ];
   # As autoPatchelf leaves them: each library's runpath keeps the directories
   # that provide one of its needs, then $ORIGIN; the driver hook adds the driver.
   wired = name: p: builtins.derivation {
@@ -79,9 +91,13 @@ let
       site=$out/lib/python3.11/site-packages
       mkdir -p $site
       cp -r --no-preserve=mode @TORCH@ $site/torch
-      all="${builtins.concatStringsSep ":" (map (p: "${p}/lib") (builtins.attrValues libs) ++ [ "${gccLib}/lib" ])}"
-      for f in $(find $site/torch -name '*.so*' -type f); do
+      all="${builtins.concatStringsSep ":" (map (p: "${p}/lib") (builtins.attrValues libs) ++ [ "${gccLib}/lib" "${glibc}/lib" ])}"
+      for f in $(find $site/torch -type f); do
         head -c 4 "$f" | grep -q ELF || continue
+        # Executables (torch/bin) run under the closure's glibc, as autoPatchelf sets them.
+        if patchelf --print-interpreter "$f" >/dev/null 2>&1; then
+          patchelf --set-interpreter ${glibc}/lib/ld-linux-x86-64.so.2 "$f"
+        fi
         patchelf --set-rpath "$all" "$f"
         patchelf --shrink-rpath "$f"
         patchelf --add-rpath '$ORIGIN:$ORIGIN/lib:@DLOPENED@' "$f"
@@ -127,7 +143,8 @@ def closures(tmp_path_factory):
     dlopened = ":".join(f"${{libs.{n}}}/lib" for n in DLOPENED)
     expr = (EXPR.replace("@SPLIT@", " ".join(entries)).replace("@TORCH@", os.path.dirname(torch_dir))
             .replace("@DRIVER_HOOK@", str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"))
-            .replace("@SPLIT_HOOK@", str(ROOT / "hooks/split-redist-outputs.sh")).replace("@DLOPENED@", dlopened))
+            .replace("@SPLIT_HOOK@", str(ROOT / "hooks/split-redist-outputs.sh")).replace("@DLOPENED@", dlopened)
+            .replace("@FIXUPS@", str(ROOT / "pkgs/cuda/fixups.nix")))
     torch, bad, magma, toolkit = nix_build(tmp, expr)
     return {"torch": torch, "bad": bad, "magma": magma, "toolkit": toolkit}
 
@@ -150,10 +167,10 @@ def test_the_wired_closure_passes_the_gate(closures, tmp_path):
     names = {os.path.basename(p)[33:] for p in t["roots"]}
     assert names == {"python3.11-torch-2.14.1"}
     assert "✅ passed" in md
-    # Nothing of dev, static or stubs: only lib outputs and the libraries they need.
+    # Nothing of dev, static or stubs: only lib outputs and the C and C++ runtimes.
     p = run_cli("size", closures["torch"], "--all", "--json", timeout=600)
     paths = [os.path.basename(r["path"])[33:] for r in json.loads(p.stdout)["paths"]]
-    assert all(n.endswith("-lib") or n.startswith(("python3.11-torch", "gcc-14-lib")) for n in paths), paths
+    assert all(n.endswith("-lib") or n.startswith(("python3.11-torch", "gcc-14-lib", "glibc-2.40")) for n in paths), paths
 
 
 def test_magma_and_a_toolkit_runpath_fail_it_with_the_right_chains(closures, tmp_path):

@@ -13,7 +13,7 @@ from . import __version__
 from .errors import InputError, UsageError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-COMMANDS = ("audit", "why", "size", "diff", "gate")
+COMMANDS = ("audit", "why", "size", "diff", "gate", "archs")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +91,28 @@ def build_parser() -> argparse.ArgumentParser:
                    "also appended to $GITHUB_STEP_SUMMARY when that is set")
     g.add_argument("--build", action="store_true", help="build installables that are not built yet")
     g.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
+
+    x = sub.add_parser("archs", help="GPU code inside fat binaries: architectures, sizes, what is missing or unused",
+                       description="List the GPU code objects (cubin, PTX, LTO IR) inside every ELF file of the "
+                                   "targets; with requested capabilities, report what is missing and what no "
+                                   "requested GPU can use (docs/archs.md).")
+    x.add_argument("targets", nargs="+", metavar="TARGET",
+                   help="a file, a directory, a Nix store path or result symlink; with --closure, also an "
+                        "installable (.#attr)")
+    x.add_argument("--capabilities", metavar="LIST", help="requested CUDA capabilities: 8.6,9.0 (9.0a, 10.0f)")
+    x.add_argument("--forward-compat", action=argparse.BooleanOptionalAction, default=None,
+                   help="also require PTX for GPUs newer than those requested (default: off for --capabilities, "
+                        "the source's setting otherwise)")
+    x.add_argument("--from-nix-config", nargs="?", const="", metavar="FILE",
+                   help="read cudaCapabilities and cudaForwardCompat from a nixpkgs config "
+                        "(default: the one nixpkgs reads: $NIXPKGS_CONFIG, ~/.config/nixpkgs/config.nix)")
+    x.add_argument("--policy", metavar="FILE", help="TOML policy; [gpu] can hold the capabilities (docs/policy.md)")
+    x.add_argument("--deep", action="store_true",
+                   help="also search the rest of every file for containers (NVIDIA keeps some in .ldata, "
+                        ".rodata, .cask_resource); reads whole files")
+    x.add_argument("--closure", action="store_true", help="scan every path of the targets' Nix closures")
+    x.add_argument("--build", action="store_true", help="with --closure: build installables that are not built yet")
+    x.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
     return p
 
 
@@ -354,7 +376,68 @@ def run_gate(args) -> int:
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
 
 
-RUNNERS = {"audit": run_audit, "why": run_why, "size": run_size, "diff": run_diff, "gate": run_gate}
+def gpu_request(args, policy):
+    """The requested capabilities: --capabilities, else --from-nix-config, else
+    the policy's [gpu] table, else none."""
+    from .capabilities import from_nix_config, make_request
+
+    if args.capabilities is not None and args.from_nix_config is not None:
+        raise UsageError("give --capabilities or --from-nix-config, not both")
+    if args.capabilities is not None:
+        request = make_request(args.capabilities.split(","), bool(args.forward_compat), "--capabilities")
+    elif args.from_nix_config is not None:
+        request = from_nix_config(args.from_nix_config or None)
+    elif policy.gpu_capabilities is not None:
+        request = make_request(list(policy.gpu_capabilities), policy.gpu_forward_compat,
+                               f"policy {args.policy}")
+    elif args.forward_compat is not None:
+        raise UsageError("--forward-compat needs capabilities (--capabilities, --from-nix-config or a policy)")
+    else:
+        return None
+    if args.forward_compat is not None and request.forward_compat != args.forward_compat:
+        from dataclasses import replace
+
+        request = replace(request, forward_compat=args.forward_compat)
+    return request
+
+
+def run_archs(args) -> int:
+    from .archs import run
+    from .policy import load_policy
+
+    policy = load_policy(args.policy)
+    request = gpu_request(args, policy)
+    targets, roots = args.targets, None
+    if args.closure:
+        closure = _closure(args.targets, None, args.build)
+        targets, roots = [p for p in closure.paths if closure.on_disk(p)], closure.roots
+    elif args.build:
+        raise UsageError("--build needs --closure")
+    progress = None
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        progress = _LazyProgress(Console(stderr=True))
+    try:
+        report = run(targets, policy, request, args.deep, progress)
+    finally:
+        if progress is not None:
+            progress.stop()
+    if roots is not None:
+        report.targets = roots
+    if args.json:
+        from .report import archs_json
+
+        _emit_json(archs_json(report))
+    else:
+        from .terminal import render_archs
+
+        render_archs(_console(), report)
+    return EXIT_FINDINGS if report.failed else EXIT_OK
+
+
+RUNNERS = {"audit": run_audit, "why": run_why, "size": run_size, "diff": run_diff, "gate": run_gate,
+           "archs": run_archs}
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ SHT_DYNAMIC = 6
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 14, 15, 29, 0x6FFFFFFB
 PN_XNUM = 0xFFFF
+SHN_XINDEX = 0xFFFF
+SHT_NOBITS = 8
 
 DF_1_NODEFLIB = 0x800
 DF_1_PIE = 0x08000000
@@ -106,6 +108,15 @@ class ElfFile:
         return (self.elf_class, self.machine)
 
 
+@dataclass(frozen=True, slots=True)
+class Section:
+    name: str
+    type: int
+    flags: int
+    offset: int  # in the file
+    size: int  # bytes in the file (0 for SHT_NOBITS)
+
+
 def has_elf_magic(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC
 
@@ -132,6 +143,12 @@ def parse_elf(data, size: int) -> ElfFile:
     return _Parser(data, size).parse()
 
 
+def parse_sections(data, size: int) -> list[Section]:
+    """The section table of an ELF image: what is where in the file. Loaders
+    never read it, so a stripped table is an empty list, not an error."""
+    return _Parser(data, size).sections()
+
+
 class _Parser:
     def __init__(self, data, size: int):
         self.data = data
@@ -144,11 +161,11 @@ class _Parser:
             raise InvalidElf(f"{what} at offset {offset:#x} lies past the end of the file ({self.size} bytes)")
         return s.unpack_from(self.data, offset)
 
-    def parse(self) -> ElfFile:
+    def _header(self):
         data = self.data
         if data[:4] != ELF_MAGIC:
             raise InvalidElf("no ELF magic")
-        cls, enc, version, osabi = data[4], data[5], data[6], data[7]
+        cls, enc, version = data[4], data[5], data[6]
         if cls not in (1, 2):
             raise InvalidElf(f"unknown ELF class {cls}")
         if enc not in (1, 2):
@@ -157,8 +174,12 @@ class _Parser:
             raise InvalidElf(f"unknown ELF version {version}")
         self.cls = cls
         self.st = _STRUCTS["<" if enc == 1 else ">", cls]
+        return self._unpack("ehdr", 16, "ELF header")
+
+    def parse(self) -> ElfFile:
         (e_type, e_machine, _version, _entry, e_phoff, e_shoff, _flags, _ehsize,
-         e_phentsize, e_phnum, e_shentsize, e_shnum, _shstrndx) = self._unpack("ehdr", 16, "ELF header")
+         e_phentsize, e_phnum, e_shentsize, e_shnum, _shstrndx) = self._header()
+        cls, enc, osabi = self.cls, self.data[5], self.data[7]
 
         phnum = e_phnum
         if phnum == PN_XNUM:
@@ -198,6 +219,31 @@ class _Parser:
             flags_1=tags.get(DT_FLAGS_1, 0),
             strings=tuple(self.strings),
         )
+
+    def sections(self) -> list[Section]:
+        *_, e_shoff, _flags, _ehsize, _phentsize, _phnum, e_shentsize, e_shnum, e_shstrndx = self._header()
+        if e_shoff == 0:
+            return []
+        first = self._section(e_shoff, e_shentsize, 0)
+        # More than 0xfeff sections: the count and the names' index move to section 0.
+        shnum = e_shnum or first[5]
+        if e_shstrndx == SHN_XINDEX:
+            e_shstrndx = first[6]
+        if e_shoff + shnum * e_shentsize > self.size:
+            raise InvalidElf(f"{shnum} section headers at offset {e_shoff:#x} run past the end of the file")
+        raw = [self._section(e_shoff, e_shentsize, i) for i in range(shnum)]
+        if not 0 < e_shstrndx < shnum:
+            raise InvalidElf(f"section name table index {e_shstrndx} is outside the section table")
+        names_at, names_size = raw[e_shstrndx][4], raw[e_shstrndx][5]
+        names_end = min(self.size, names_at + names_size)
+        out = []
+        for sh_name, sh_type, sh_flags, _addr, sh_offset, sh_size, *_ in raw[1:]:
+            stored = 0 if sh_type == SHT_NOBITS else sh_size
+            if sh_offset + stored > self.size:
+                raise InvalidElf(f"section at offset {sh_offset:#x} ({stored} bytes) runs past the end of the file")
+            name = self._cstring(names_at + sh_name, names_end, "section name")
+            out.append(Section(name, sh_type, sh_flags, sh_offset, stored))
+        return out
 
     def _segments(self, phoff: int, phentsize: int, phnum: int) -> list[tuple[int, int, int, int]]:
         if phnum == 0:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .elf import ELF_MAGIC, InvalidElf, parse_elf
 from .loader import RPATH, RUNPATH, Environment, Loader
+from .search import search_files
 
 KINDS = ("runpath-used", "runpath-unused", "needed", "interpreter", "symlink", "elf-string", "text")
 KIND_RANK = {k: i for i, k in enumerate(KINDS)}
@@ -64,43 +65,6 @@ def printable(data: bytes) -> str:
     return "".join(chr(b) if 32 <= b < 127 else "." for b in data)
 
 
-SPLIT = 64 << 20  # big files are searched in ranges of this size ...
-PARALLEL_MIN = 256 << 20  # ... by worker processes once there is this much in big files
-BUFFER = 1 << 20  # read this much at a time: every needle's pass over it stays in cache
-OVERLAP = 31  # a 32-byte needle may straddle two reads
-
-
-def _search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[tuple[int, int]]:
-    """(offset, needle index) of every needle starting in [start, end).
-
-    The file is read in 1 MiB pieces and every needle searched in each piece
-    while it is in the CPU cache: several needles cost little more than one,
-    and memory stays flat whatever the file size."""
-    out = []
-    buf = bytearray(BUFFER + OVERLAP)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        limit = min(end + OVERLAP, os.fstat(f.fileno()).st_size)
-        f.seek(start)
-        offset, keep = start, 0  # next byte to read; bytes carried over in buf
-        while offset < limit:
-            n = f.readinto(view[keep:keep + min(BUFFER, limit - offset)])
-            if not n:
-                break
-            offset += n
-            filled = keep + n
-            base = offset - filled  # file offset of buf[0]
-            for i, needle in enumerate(needles):
-                pos = buf.find(needle, 0, filled)
-                while pos >= 0:
-                    if base + pos < end:
-                        out.append((base + pos, i))
-                    pos = buf.find(needle, pos + 1, filled)
-            keep = min(OVERLAP, filled)
-            buf[:keep] = buf[filled - keep:filled]
-    return out
-
-
 @dataclass
 class _Job:
     referrer: str
@@ -111,9 +75,8 @@ class _Job:
 
 
 class Scanner:
-    """Scans referrers for the hash parts of the paths they reference. Large
-    files are split across worker processes, one per CPU: CPython's search
-    holds the interpreter lock, so threads would not help."""
+    """Scans referrers for the hash parts of the paths they reference, with
+    one worker process per CPU on big files (search.py)."""
 
     def __init__(self, store_dir: str, workers: int | None = None):
         self.store_dir = store_dir
@@ -191,40 +154,9 @@ class Scanner:
                 found[ref].add(Hit(rel, pos, "symlink", printable(target)))
 
     def _positions(self, jobs: list[_Job]) -> list[list[tuple[int, int]]]:
-        """Needle positions per job, searched in parallel when it pays."""
-        out: list[list[tuple[int, int]]] = [[] for _ in jobs]
-        big = [j for j, job in enumerate(jobs) if job.size > SPLIT]
-        pool = None
-        futures = []
-        if self.workers > 1 and sum(jobs[j].size for j in big) >= PARALLEL_MIN:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
-            for j in big:
-                job = jobs[j]
-                needles = tuple(n for n, _ in job.needles)
-                for start in range(0, job.size, SPLIT):
-                    end = min(job.size, start + SPLIT)
-                    futures.append((j, pool.submit(_search, job.path, start, end, needles)))
-        try:
-            # Whatever the workers do not take is searched here, meanwhile.
-            for j, job in enumerate(jobs):
-                if pool is not None and job.size > SPLIT:
-                    continue
-                try:
-                    out[j] = _search(job.path, 0, job.size, tuple(n for n, _ in job.needles))
-                except OSError:
-                    continue  # vanished or unreadable: nothing to report from it
-            for j, fut in futures:
-                try:
-                    out[j].extend(fut.result())
-                except OSError:
-                    continue
-        finally:
-            if pool is not None:
-                pool.shutdown()
-        return out
+        """Needle positions per job; nothing from a file that vanished."""
+        found = search_files([(j.path, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers)
+        return [hits or [] for hits in found]
 
     def _classify(self, path: str, rel: str, data, size: int, hits, found) -> None:
         elf = None

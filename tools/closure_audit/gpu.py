@@ -16,7 +16,6 @@ What runs where (NVIDIA's compatibility rules):
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -59,6 +58,8 @@ def parse_capability(text: str) -> tuple[int, int, str]:
 def capability_table() -> dict:
     """lib/data/cuda-capabilities.json: from the source tree when running from
     it, else as installed (the nixcuda_data package)."""
+    import json
+
     here = os.path.dirname(os.path.abspath(__file__))
     source = os.path.join(here, "..", "..", "lib", "data", "cuda-capabilities.json")
     if os.path.exists(source):
@@ -94,3 +95,12 @@ def covers(codes: list[Code], device: tuple[int, int]) -> list[Code]:
     before older, the most specific (a, then f) first."""
     fit = [c for c in codes if runs_on(c, device)]
     return sorted(fit, key=lambda c: (c.kind != "sm", -c.major, -c.minor, "afx".index(c.variant or "x")))
+
+
+def serves(code: Code, device: tuple[int, int]) -> bool:
+    """Whether `code` is of use on `device`: a cubin that runs on it, PTX the
+    driver compiles for it, or LTO IR that nvJitLink links for it at run time
+    (cuFFT and cuSPARSE do), which follows the PTX rules."""
+    if code.kind == "lto":
+        return runs_on(Code("compute", code.major, code.minor, code.variant), device)
+    return runs_on(code, device)

@@ -8,11 +8,10 @@ documents the format.
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from dataclasses import dataclass, field
 
-from .loader import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 from .errors import PolicyError
+from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 from .rules import OFF, RULES, SEVERITIES
 
 
@@ -44,6 +43,8 @@ class Policy:
     ignore_paths: tuple[str, ...] = ()
     forbidden: tuple[tuple[str, str], ...] = FORBIDDEN
     allowed: tuple[str, ...] = ()
+    gpu_capabilities: tuple[str, ...] | None = None  # None: no request
+    gpu_forward_compat: bool = False
 
     def forbids(self, name: str) -> tuple[str, str] | None:
         """(pattern, reason) when a store name is forbidden, else None."""
@@ -75,12 +76,15 @@ _SCHEMA = {
     "host": {"allowed-libraries": ("host_allowed", "extend"), "directories": ("host_dirs", "paths")},
     "loader": {"lib": ("lib_token", "string"), "platform": ("platform_token", "string")},
     "ignore": {"paths": ("ignore_paths", "strings")},
+    "gpu": {"capabilities": ("gpu_capabilities", "strings"), "forward-compat": ("gpu_forward_compat", "bool")},
 }
 
 
 def load_policy(path: str | None) -> Policy:
     if path is None:
         return Policy()
+    import tomllib
+
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -146,6 +150,10 @@ def _forbidden(content: dict, source: str) -> dict:
 
 
 def _value(value, kind: str, key: str, source: str):
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise PolicyError(f"{source}: '{key}' must be true or false")
+        return value
     if kind == "string":
         if not isinstance(value, str):
             raise PolicyError(f"{source}: '{key}' must be a string")

@@ -140,3 +140,35 @@ def gate_json(results, findings) -> dict:
         })
     roots = [root for r in results for root in r.closure.roots]
     return envelope("gate", roots, "nix-store", findings, {"targets": len(results)}, targets=targets)
+
+
+# -- archs -----------------------------------------------------------------------
+
+def _code_json(code) -> dict:
+    return {"kind": {"sm": "cubin", "compute": "ptx", "lto": "lto"}[code.kind], "code": code.name,
+            "capability": code.capability}
+
+
+def archs_json(report) -> dict:
+    request = report.request
+    files = []
+    for f in report.files:
+        files.append({
+            "path": f.path, "containers": f.containers, "entries": f.entries, "stored": f.stored,
+            "uncompressed": f.uncompressed, "prunable": f.prunable if request else None,
+            "problems": f.problems,
+            "codes": [{**_code_json(g.code), "section": g.section, "entries": g.entries, "stored": g.stored,
+                       "uncompressed": g.uncompressed, "compression": sorted(g.compression), "debug": g.debug,
+                       "wanted": g.wanted} for g in f.groups],
+        })
+    totals = [{**_code_json(t["code"]), "files": t["files"], "entries": t["entries"], "stored": t["stored"],
+               "uncompressed": t["uncompressed"]} for t in report.totals()]
+    return envelope("archs", report.targets, report.mode, report.findings, {
+        "elf_files": report.elf_files, "gpu_files": sum(1 for f in report.files if f.groups),
+        "containers": sum(f.containers for f in report.files), "entries": sum(f.entries for f in report.files),
+        "stored": sum(f.stored for f in report.files), "uncompressed": sum(f.uncompressed for f in report.files),
+        "prunable": sum(f.prunable for f in report.files) if request else None,
+    }, deep=report.deep,
+        request=None if request is None else {"capabilities": list(request.capabilities),
+                                              "forward_compat": request.forward_compat, "source": request.source},
+        files=files, codes=totals)

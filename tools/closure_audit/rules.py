@@ -46,14 +46,25 @@ _RULES = (
     Rule("invalid-elf", WARNING, WARNING, ("reason",),
          "A file that cannot be read as ELF, or cannot be read at all."),
     # Closure rules (why, gate): closures are always in the store.
-    Rule("forbidden-path", ERROR, ERROR, ("pattern", "reason", "chain"),
+    Rule("forbidden-path", ERROR, None, ("pattern", "reason", "chain"),
          "The runtime closure holds a path the policy forbids."),
-    Rule("closure-budget", ERROR, ERROR, ("target", "closure_size", "limit"),
+    Rule("closure-budget", ERROR, None, ("target", "closure_size", "limit"),
          "A closure is larger than its budget."),
-    Rule("closure-growth", ERROR, ERROR, ("target", "closure_size", "baseline_size", "limit"),
+    Rule("closure-growth", ERROR, None, ("target", "closure_size", "baseline_size", "limit"),
          "A closure grew more than allowed against its baseline."),
-    Rule("added-size-budget", ERROR, ERROR, ("target", "added_size", "limit"),
+    Rule("added-size-budget", ERROR, None, ("target", "added_size", "limit"),
          "One path adds more to a closure than allowed."),
+    # GPU code rules (archs).
+    Rule("missing-gpu-arch", ERROR, ERROR, ("capability", "needs", "codes"),
+         "A file's GPU code cannot serve a requested capability."),
+    Rule("unexpected-gpu-arch", WARNING, WARNING, ("code", "stored", "entries", "sections"),
+         "GPU code no requested capability can use: bytes pruning would save."),
+    Rule("jit-only-gpu-arch", WARNING, WARNING, ("capability", "ptx"),
+         "A requested capability runs only by JIT-compiling PTX: no cubin runs on it."),
+    Rule("native-arch-fallback", ERROR, ERROR, ("codes",),
+         "Only sm_75 and compute_75, 7.5 not requested: what -arch=native builds without a GPU."),
+    Rule("invalid-fatbin", ERROR, ERROR, ("reason",),
+         "A fatbin section that cannot be read, so its GPU code is unknown."),
 )
 RULES = {r.id: r for r in _RULES}
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .elf import ElfFile, InvalidElf, read_elf
+
 
 @dataclass
 class Scan:

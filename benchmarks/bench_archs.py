@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""closure-audit archs against NVIDIA's cuobjdump on three large real libraries.
+
+On PyTorch 2.14.1's libtorch_cuda.so, cuBLASLt 13's libcublasLt.so.13 and
+cuDNN 9's libcudnn_engines_precompiled.so.9 (pip's layout of the wheels), times
+in one run, whole process against whole process, after a warm-up run of each:
+
+  closure-audit archs --json FILE                  lists every code object
+  cuobjdump --list-elf --list-ptx -all FILE        lists every code object
+
+and compares what each lists: entries per (kind, architecture) in the fatbin
+sections, which must be identical. Also times `archs --deep` (whole files).
+
+Targets: at least 100x faster than cuobjdump on libtorch_cuda.so and 20x on the
+other two, peak memory under 100 MB, identical listings. Exit status 1 when a
+target is missed.
+
+  python3 benchmarks/bench_archs.py [--wheels DIR] [--tree DIR] [--cuobjdump PATH] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from common import (archs_listing, closure_audit_command, cuobjdump, cuobjdump_listing, measure, require,
+                    torch_tree, verdict)
+
+LIBRARIES = (  # path in site-packages, speed-up target
+    ("torch/lib/libtorch_cuda.so", 100),
+    ("nvidia/cu13/lib/libcublasLt.so.13", 20),
+    ("nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", 20),
+)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wheels", help="directory with the torch and nvidia wheels (default: pip downloads)")
+    ap.add_argument("--tree", help="where to lay them out (default: a cache directory)")
+    ap.add_argument("--cuobjdump", help="NVIDIA's cuobjdump (default: PATH, else pip installs its wheel)")
+    ap.add_argument("--runs", type=int, default=9)
+    args = ap.parse_args()
+
+    require("/usr/bin/time", "time")
+    tool = cuobjdump(args.cuobjdump)
+    site = torch_tree(args.wheels, args.tree) / "site-packages"
+    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    print(f"cuobjdump: {tool} ({version[-1] if version else 'unknown version'})")
+    ours = closure_audit_command() + ["archs", "--json"]
+
+    checks, rows = [], []
+    for rel, target in LIBRARIES:
+        path = str(site / rel)
+        name = rel.rsplit("/", 1)[-1]
+        fast = measure(f"archs {name}", ours + [path], args.runs)
+        deep = measure(f"archs --deep {name}", ours + ["--deep", path], max(3, args.runs // 3))
+        slow = measure(f"cuobjdump {name}", [tool, "--list-elf", "--list-ptx", "-all", path], 3)
+        rows += [fast, deep, slow]
+        report = json.loads(subprocess.run(ours + [path], capture_output=True, text=True).stdout)
+        mine, theirs = archs_listing(report), cuobjdump_listing(tool, path)
+        speedup = slow.seconds / fast.seconds
+        entries = sum(theirs.values())
+        checks += [
+            (f"{name}: cuobjdump / archs = {speedup:.0f}x (target >= {target}x)", speedup >= target),
+            (f"{name}: archs peak memory = {fast.peak_mb:.0f} MB, --deep {deep.peak_mb:.0f} MB (target < 100 MB)",
+             max(fast.peak_mb, deep.peak_mb) < 100),
+            (f"{name}: {len(mine)} (kind, arch) pairs, {sum(mine.values())} entries; cuobjdump {len(theirs)} "
+             f"pairs, {entries} entries (target: identical)", mine == theirs),
+        ]
+        hidden = sum(c["entries"] for f in json.loads(subprocess.run(ours + ["--deep", path], capture_output=True,
+                                                                     text=True).stdout)["files"]
+                     for c in f["codes"] if c["section"] not in (".nv_fatbin", "__nv_relfatbin"))
+        print(f"{name}: --deep finds {hidden} more code objects outside the fatbin sections")
+
+    print()
+    print(f"{'command':58} {'median s':>9} {'peak MB':>8}")
+    for t in rows:
+        print(f"{t.label:58} {t.seconds:9.3f} {t.peak_mb:8.1f}")
+    print()
+    for text, ok in checks:
+        print(f"{verdict(ok)}  {text}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

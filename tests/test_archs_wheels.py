@@ -1,0 +1,72 @@
+"""Opt-in: `closure-audit archs` against NVIDIA's cuobjdump on the real PyTorch
+2.14.1 and NVIDIA CUDA 13 libraries.
+
+Needs NIXCUDA_WHEELS (a tree holding torch 2.14.1 and its NVIDIA wheels, as
+pip installs them) and cuobjdump (NIXCUDA_CUOBJDUMP, or on PATH; NVIDIA ships
+it as the nvidia-cuda-cuobjdump wheel). cuobjdump takes minutes over the tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli, validate
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import archs_listing, cuobjdump_listing  # noqa: E402
+
+TREE = os.environ.get("NIXCUDA_WHEELS")
+CUOBJDUMP = os.environ.get("NIXCUDA_CUOBJDUMP") or shutil.which("cuobjdump")
+pytestmark = [pytest.mark.wheels,
+              pytest.mark.skipif(not TREE, reason="set NIXCUDA_WHEELS to a torch+CUDA tree"),
+              pytest.mark.skipif(not CUOBJDUMP, reason="set NIXCUDA_CUOBJDUMP or put cuobjdump on PATH")]
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    p = run_cli("archs", "--json", TREE, timeout=600)
+    assert p.returncode in (0, 1), p.stderr
+    data = json.loads(p.stdout)
+    validate(data)
+    return data
+
+
+def test_every_library_lists_what_cuobjdump_lists(report):
+    by_path = {f["path"]: f for f in report["files"]}
+    assert len(by_path) >= 10
+    for path in by_path:
+        mine = archs_listing({"files": [by_path[path]]})
+        assert mine == cuobjdump_listing(CUOBJDUMP, path), path
+    # And files cuobjdump finds GPU code in are exactly those archs lists.
+    for p in sorted(Path(TREE).rglob("*.so*")):
+        real = os.path.realpath(p)
+        if real not in by_path and p.is_file() and not p.is_symlink():
+            assert cuobjdump_listing(CUOBJDUMP, real) == {}, real
+
+
+def test_the_three_big_libraries(report):
+    files = {os.path.basename(f["path"]): f for f in report["files"]}
+    torch = files["libtorch_cuda.so"]
+    codes = {c["code"] for c in torch["codes"]}
+    assert {"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"} <= codes and len(codes) == 12
+    assert 300 << 20 < torch["stored"] < 340 << 20  # 332 MB of device code
+    for name in ("libcublasLt.so.13", "libcudnn_engines_precompiled.so.9"):
+        assert {"sm_90a", "sm_100", "sm_120"} <= {c["code"] for c in files[name]["codes"]}, name
+
+
+def test_deep_finds_the_code_kept_outside_fatbin_sections():
+    p = run_cli("archs", "--json", "--deep", TREE, timeout=900)
+    assert p.returncode in (0, 1), p.stderr
+    files = {os.path.basename(f["path"]): f for f in json.loads(p.stdout)["files"]}
+    outside = {name: {c["section"] for c in f["codes"]} - {".nv_fatbin", "__nv_relfatbin"}
+               for name, f in files.items()}
+    assert outside["libcufft.so.12"] == {".ldata"}
+    assert outside["libcusparse.so.12"] == {".rodata"}
+    assert ".cask_resource" in outside["libcublasLt.so.13"]
+    assert all(not f["problems"] for f in files.values())

@@ -1,0 +1,29 @@
+"""The documentation agrees with the code where a reader relies on it."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+from closure_audit.cli import COMMANDS, build_parser
+from closure_audit.rules import RULES
+
+
+def test_the_rules_table_matches_the_catalogue():
+    rows = re.findall(r"^\| `([a-z-]+)` \| (\S+) \| (\S+) \|", (ROOT / "docs/rules.md").read_text(), re.M)
+    documented = {rule: (nix, tree) for rule, nix, tree in rows}
+    assert set(documented) == set(RULES)
+    for rule, (nix, tree) in documented.items():
+        assert (nix, tree) == (RULES[rule].nix or "—", RULES[rule].tree or "—"), rule
+
+
+def test_every_rule_has_a_section():
+    text = (ROOT / "docs/rules.md").read_text()
+    headings = {h.strip() for line in re.findall(r"^## (.+)$", text, re.M) for h in line.split(",")}
+    assert set(RULES) <= headings
+
+
+def test_every_command_is_documented_in_the_json_contract():
+    text = (ROOT / "docs/json.md").read_text()
+    assert set(re.findall(r"^## ([a-z]+)$", text, re.M)) >= set(COMMANDS)
+    assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)

@@ -1,0 +1,249 @@
+"""`closure-audit archs`: the GPU code inside every ELF file of the targets,
+judged against the capabilities a build was meant for.
+
+Read (fatbin.py), group by section, kind and architecture, judge per file:
+
+- a cubin is of use when it runs on a requested GPU (even beside a closer
+  one: cubins of one file need not hold the same kernels); PTX when the driver
+  would compile it for a requested GPU that has no cubin in the file, or, with
+  forward compatibility, when it is the newest plain PTX the highest requested
+  GPU can run (what GPUs newer than any requested run); LTO IR when nvJitLink
+  can link it for a requested GPU;
+- missing-gpu-arch: a requested GPU nothing in the file runs on, or, with
+  forward compatibility, no plain PTX for the highest requested GPU or below;
+- unexpected-gpu-arch: code of no use to any requested GPU, with its bytes;
+- jit-only-gpu-arch: a requested GPU that only PTX serves (slow first start);
+- native-arch-fallback: sm_75 + compute_75 alone, 7.5 not requested: what nvcc
+  makes of -arch=native where it finds no GPU (byte for byte -arch=sm_75, so a
+  Turing build says so by requesting 7.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .capabilities import Request
+from .fatbin import Entry, read_files
+from .gpu import Code, serves
+from .policy import Policy
+from .rules import Finding
+from .storepath import store_dir
+from .targets import resolve_targets
+from .walk import Walker
+
+NATIVE_FALLBACK = {"sm_75", "compute_75"}
+
+
+@dataclass
+class CodeGroup:
+    """The entries of one code object kind and architecture in one section."""
+
+    section: str
+    code: Code
+    entries: int = 0
+    stored: int = 0
+    uncompressed: int = 0
+    compression: set[str] = field(default_factory=set)
+    debug: bool = False
+    wanted: bool | None = None  # None: nothing was requested
+
+    def add(self, e: Entry) -> None:
+        self.entries += 1
+        self.stored += e.stored
+        self.uncompressed += e.uncompressed
+        self.compression.add(e.compression)
+        self.debug = self.debug or e.debug
+
+
+@dataclass
+class FileArchs:
+    path: str
+    containers: int
+    groups: list[CodeGroup]
+    problems: list[str]
+
+    @property
+    def entries(self) -> int:
+        return sum(g.entries for g in self.groups)
+
+    @property
+    def stored(self) -> int:
+        return sum(g.stored for g in self.groups)
+
+    @property
+    def uncompressed(self) -> int:
+        return sum(g.uncompressed for g in self.groups)
+
+    @property
+    def prunable(self) -> int:
+        return sum(g.stored for g in self.groups if g.wanted is False)
+
+    def codes(self) -> list[Code]:
+        return sorted({g.code for g in self.groups}, key=code_order)
+
+
+@dataclass
+class ArchReport:
+    targets: list[str]
+    mode: str
+    deep: bool
+    request: Request | None
+    files: list[FileArchs] = field(default_factory=list)  # those with GPU code or problems
+    elf_files: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+    def totals(self) -> list[dict]:
+        """Per code across every file: files, entries, stored, uncompressed."""
+        out: dict[Code, dict] = {}
+        for f in self.files:
+            for g in f.groups:
+                t = out.setdefault(g.code, {"code": g.code, "files": set(), "entries": 0, "stored": 0,
+                                            "uncompressed": 0})
+                t["files"].add(f.path)
+                t["entries"] += g.entries
+                t["stored"] += g.stored
+                t["uncompressed"] += g.uncompressed
+        return [{**t, "files": len(t["files"])} for _, t in sorted(out.items(), key=lambda kv: code_order(kv[0]))]
+
+
+def code_order(code: Code) -> tuple:
+    """cubins, then PTX, then LTO IR; by architecture; plain before a before f."""
+    return ("sm", "compute", "lto").index(code.kind), code.major, code.minor, code.variant
+
+
+def group(entries: list[Entry]) -> list[CodeGroup]:
+    """One group per (section, code): nvcc -shared's second, tiny device-link
+    cubin of an architecture joins the first instead of counting twice."""
+    groups: dict[tuple, CodeGroup] = {}
+    for e in entries:
+        key = (e.section, e.kind, e.arch, e.variant)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = CodeGroup(e.section, e.code)
+        g.add(e)
+    return sorted(groups.values(), key=lambda g: (g.section, code_order(g.code)))
+
+
+class Judge:
+    """Findings for one file at a time, under a policy's severities."""
+
+    def __init__(self, request: Request | None, policy: Policy, mode: str, roots: tuple[str, ...] = ()):
+        self.request = request
+        self.policy = policy
+        self.mode = mode
+        self.roots = roots
+        self.findings: list[Finding] = []
+
+    def add(self, rule: str, file: str, message: str, **fields) -> None:
+        severity = self.policy.severity_of(rule, self.mode)
+        if severity is not None and not self.policy.ignored(file, self.roots):
+            self.findings.append(Finding(rule, severity, message, file, fields))
+
+    def file(self, f: FileArchs) -> None:
+        for problem in f.problems:
+            self.add("invalid-fatbin", f.path, problem, reason=problem)
+        if not f.groups:
+            return
+        codes = f.codes()
+        names = {c.name for c in codes}
+        request = self.request
+        devices = request.devices if request else []
+        if names == NATIVE_FALLBACK and (7, 5) not in devices:
+            self.add("native-arch-fallback", f.path,
+                     "holds only sm_75 and compute_75, what nvcc builds for -arch=native on a machine "
+                     "without a GPU; name the capabilities (cudaCapabilities, -gencode), or request 7.5 if "
+                     "it is meant", codes=sorted(names))
+        if request is None:
+            return
+        self._missing(f, codes, devices)
+        self._unexpected(f, codes, devices)
+
+    def _missing(self, f: FileArchs, codes: list[Code], devices: list[tuple[int, int]]) -> None:
+        have = [c.name for c in codes]
+        for d in devices:
+            cap = f"{d[0]}.{d[1]}"
+            if any(serves(c, d) for c in codes if c.kind == "sm"):
+                continue
+            ptx = [c for c in codes if c.kind == "compute" and serves(c, d)]
+            if ptx:
+                self.add("jit-only-gpu-arch", f.path,
+                         f"capability {cap} runs only by JIT-compiling {ptx[-1].name} at first start: "
+                         f"no cubin runs on it", capability=cap, ptx=ptx[-1].name)
+            else:
+                self.add("missing-gpu-arch", f.path,
+                         f"nothing runs on capability {cap}: no cubin for it and no PTX to compile for it "
+                         f"(has {', '.join(have)})", capability=cap, needs="cubin or ptx", codes=have)
+        if self.request.forward_compat and forward_ptx(codes, devices[-1]) is None:
+            cap = f"{devices[-1][0]}.{devices[-1][1]}"
+            self.add("missing-gpu-arch", f.path,
+                     f"no plain PTX for capability {cap} or below, so GPUs newer than those requested cannot "
+                     f"run it (forward compatibility was requested)", capability=cap, needs="ptx", codes=have)
+
+    def _unexpected(self, f: FileArchs, codes: list[Code], devices: list[tuple[int, int]]) -> None:
+        cubins = [c for c in codes if c.kind == "sm"]
+        fwd = forward_ptx(codes, devices[-1]) if self.request.forward_compat else None
+        wanted = {}
+        for c in codes:
+            useful = [d for d in devices if serves(c, d)]
+            if c.kind == "compute":
+                useful = [d for d in useful if not any(serves(b, d) for b in cubins)]
+            wanted[c] = bool(useful) or c == fwd
+        for g in f.groups:
+            g.wanted = wanted[g.code]
+        for c in codes:
+            if wanted[c]:
+                continue
+            gs = [g for g in f.groups if g.code == c]
+            stored, entries = sum(g.stored for g in gs), sum(g.entries for g in gs)
+            if c.kind == "compute" and any(serves(c, d) for d in devices):
+                why = "the GPUs it compiles for have cubins" + (
+                    f", and {fwd.name} is the PTX kept for newer GPUs" if fwd else
+                    " and forward compatibility was not requested")
+            else:
+                why = "no requested GPU can use it"
+            self.add("unexpected-gpu-arch", f.path, f"{c.name}: {stored} bytes in {entries} entries; {why}",
+                     code=c.name, stored=stored, entries=entries, sections=sorted({g.section for g in gs}))
+
+
+def forward_ptx(codes: list[Code], top: tuple[int, int]) -> Code | None:
+    """The PTX that keeps a file running on GPUs newer than `top`: the newest
+    plain (not a/f) PTX at or below it."""
+    fit = [c for c in codes if c.kind == "compute" and not c.variant and (c.major, c.minor) <= top]
+    return max(fit, key=code_order, default=None)
+
+
+def elf_files(targets: list[str], policy: Policy, progress: Callable[[int], None] | None = None):
+    """(resolved targets, mode, roots, ELF paths, walk problems). Links leading
+    out of the targets are followed into the store (a profile), never out of a
+    tree."""
+    reals, mode, roots = resolve_targets(targets)
+    store = mode == "nix-store"
+    top = store_dir() + "/"
+    tops = tuple(r.rstrip("/") + "/" for r in roots)
+    walker = Walker(allow=(lambda p: p.startswith(top)) if store else (lambda p: (p + "/").startswith(tops)),
+                    ignore=(lambda p: policy.ignored(p, roots)) if policy.ignore_paths else None,
+                    progress=progress)
+    for t in reals:
+        walker.add(t)
+    return reals, mode, roots, sorted(walker.scan.elf), walker.scan.problems
+
+
+def run(targets: list[str], policy: Policy, request: Request | None, deep: bool,
+        progress: Callable[[int], None] | None = None) -> ArchReport:
+    reals, mode, roots, paths, problems = elf_files(targets, policy, progress)
+    report = ArchReport(reals, mode, deep, request, elf_files=len(paths))
+    judge = Judge(request, policy, mode, roots)
+    for path, reason in problems:
+        judge.add("invalid-elf", path, reason, reason=reason)
+    for path, code in read_files(paths, deep).items():
+        if code.entries or code.problems:
+            f = FileArchs(path, code.containers, group(code.entries), code.problems)
+            judge.file(f)
+            report.files.append(f)
+    report.findings = sorted(judge.findings, key=Finding.sort_key)
+    return report

@@ -1,0 +1,270 @@
+"""GPU code inside ELF files: NVIDIA's fat binary containers, header by header.
+
+A container is a 16-byte header (magic 0xBA55ED50, version 1, header size 16,
+size of the entries) followed by entries back to back. Each entry has its own
+header (kind, header size, payload size, architecture, flags, sizes) and a
+payload. Headers are never compressed, so listing what a file holds reads only
+the headers, with pread: payload pages are never read nor mapped, so time and
+memory do not grow with the payload size.
+
+Where containers are:
+- `.nv_fatbin` (linked device code) and `__nv_relfatbin` (relocatable device
+  code, kept for -rdc and JIT): read strictly, a malformed container there is
+  reported, never skipped;
+- anywhere else (NVIDIA keeps them in `.ldata`, `.rodata` or `.cask_resource`):
+  only the deep scan finds them, by searching the whole file for the magic and
+  keeping the hits that parse as a complete, consistent container (machine
+  code holds false matches of the magic).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass, field
+
+from .elf import InvalidElf, parse_sections
+from .gpu import Code
+from .search import search_files
+
+MAGIC = 0xBA55ED50
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+OUTSIDE_SECTIONS = "(outside sections)"
+
+_CONTAINER = struct.Struct("<IHHQ")
+# kind, (2), header size, payload size, compressed size, (20), minor and major
+# code version, arch, (32, 36), flags, (48), uncompressed size
+_ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
+ENTRY_MIN = _ENTRY.size  # 64
+KINDS = {1: "ptx", 2: "cubin", 8: "lto"}
+CODE_PREFIX = {"ptx": "compute", "cubin": "sm", "lto": "lto"}
+
+FLAG_DEBUG = 0x2
+FLAG_LZ = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_A = 0x100000
+FLAG_F = 0x200000
+ARCH_RANGE = range(10, 1000)  # sm_10 ... sm_999: anything else is not a header
+
+
+class FatbinError(Exception):
+    """Bytes at a container offset that are not a consistent container."""
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass is several times slower to make, and there are many
+class Entry:
+    """One code object. `stored` is what it occupies in the file (header and
+    payload); `uncompressed` the same with the payload decompressed."""
+
+    section: str
+    offset: int  # of the entry header, in the file
+    kind: str  # "cubin", "ptx" or "lto"
+    arch: int  # 90 for sm_90
+    variant: str  # "", "a" or "f"
+    stored: int
+    uncompressed: int
+    compression: str  # "none", "lz" (NVIDIA's LZ) or "zstd"
+    debug: bool
+
+    @property
+    def code(self) -> Code:
+        return Code(CODE_PREFIX[self.kind], self.arch // 10, self.arch % 10, self.variant)
+
+
+@dataclass
+class FileCode:
+    """What one file holds: its entries and what could not be read."""
+
+    entries: list[Entry] = field(default_factory=list)
+    containers: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+class Reader:
+    """pread at offsets: nothing of the file is mapped or read but the bytes asked for."""
+
+    def __init__(self, fd: int, size: int):
+        self.fd = fd
+        self.size = size
+
+    def read(self, offset: int, n: int) -> bytes:
+        """`n` bytes at `offset`; the caller has checked they lie in the file."""
+        data = os.pread(self.fd, n, offset)
+        if len(data) < n:
+            raise FatbinError(f"file ends inside the header at offset {offset:#x}")
+        return data
+
+    def find(self, needle: bytes, start: int, end: int) -> int:
+        """The first `needle` in [start, end), or -1; reads 64 KiB at a time."""
+        step = 1 << 16
+        pos = start
+        # Containers sit back to back: the next one is almost always right here.
+        if end - start >= len(needle) and os.pread(self.fd, len(needle), start) == needle:
+            return start
+        while pos < end:
+            chunk = os.pread(self.fd, min(step + len(needle) - 1, end - pos), pos)
+            if not chunk:
+                break
+            at = chunk.find(needle)
+            if at >= 0:
+                return pos + at
+            pos += step
+        return -1
+
+    def zeros(self, start: int, end: int) -> bool:
+        """Whether [start, end) holds only zero bytes."""
+        step = 1 << 16
+        for pos in range(start, end, step):
+            if os.pread(self.fd, min(step, end - pos), pos).strip(b"\0"):
+                return False
+        return True
+
+
+def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[list[Entry], int]:
+    """The entries of the container at `at` and the offset just past it.
+    Raises FatbinError unless the header and every entry header are
+    consistent and the entries exactly fill the container, within `limit`."""
+    if at + _CONTAINER.size > limit:
+        raise FatbinError("container header runs past the end of its section")
+    magic, version, header, size = _CONTAINER.unpack_from(data.read(at, _CONTAINER.size))
+    if magic != MAGIC:
+        raise FatbinError("no container magic")
+    if version != 1 or header != 16:
+        raise FatbinError(f"unknown container version {version} (header size {header})")
+    end = at + header + size
+    if end > limit:
+        raise FatbinError(f"container of {size} bytes runs past the end of its section")
+    entries = []
+    pos = at + header
+    while pos < end:
+        if pos + ENTRY_MIN > end:
+            raise FatbinError(f"entry header at offset {pos:#x} runs past the end of its container")
+        (kind, _, hsize, psize, csize, _, _, _, arch, _, _, flags, _, usize) = _ENTRY.unpack_from(
+            data.read(pos, ENTRY_MIN))
+        name = KINDS.get(kind)
+        if name is None:
+            raise FatbinError(f"entry at offset {pos:#x} has unknown kind {kind}")
+        if hsize < ENTRY_MIN or hsize % 8 or arch not in ARCH_RANGE:
+            raise FatbinError(f"entry at offset {pos:#x} has an inconsistent header")
+        nxt = pos + hsize + psize
+        if nxt > end:
+            raise FatbinError(f"entry at offset {pos:#x} runs past the end of its container")
+        compression = "zstd" if flags & FLAG_ZSTD else "lz" if flags & FLAG_LZ else "none"
+        if compression != "none" and not (0 < csize <= psize and usize):
+            raise FatbinError(f"entry at offset {pos:#x} is compressed but gives no sizes")
+        entries.append(Entry(
+            section=section, offset=pos, kind=name, arch=arch,
+            variant="a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
+            stored=hsize + psize, uncompressed=hsize + (usize if compression != "none" else psize),
+            compression=compression, debug=bool(flags & FLAG_DEBUG)))
+        pos = nxt
+    return entries, end
+
+
+def _read_section(data: Reader, start: int, end: int, name: str, found: FileCode) -> None:
+    """Every container of a fatbin section. nvcc fills the section with
+    containers exactly; only zero padding may lie between them."""
+    pos = start
+    lost = False  # after a bad container, resynchronize on the next good one quietly
+    while pos < end:
+        at = data.find(MAGIC_BYTES, pos, end)
+        stop = end if at < 0 else at
+        if stop > pos and not lost and not data.zeros(pos, stop):
+            found.problems.append(f"{name}: {stop - pos} bytes at offset {pos:#x} are not a fatbin container")
+        if at < 0:
+            return
+        try:
+            entries, pos = parse_container(data, at, end, name)
+        except FatbinError as exc:
+            if not lost:
+                found.problems.append(f"{name}: container at offset {at:#x}: {exc}")
+            lost = True
+            pos = at + len(MAGIC_BYTES)
+            continue
+        lost = False
+        found.containers += 1
+        found.entries.extend(entries)
+
+
+def read_file(path: str, hits: list[int] | None = None) -> FileCode:
+    """The GPU code of one ELF file: its fatbin sections, and with `hits`
+    (offsets of the magic anywhere in the file, from the deep scan) every
+    other valid container."""
+    found = FileCode()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return found
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as image:
+            try:
+                sections = parse_sections(image, size)
+            except InvalidElf as exc:
+                found.problems.append(f"section table: {exc.reason}")
+                sections = []
+        data = Reader(fd, size)
+        strict = [s for s in sections if s.name in FATBIN_SECTIONS and s.size]
+        for s in strict:
+            _read_section(data, s.offset, s.offset + s.size, s.name, found)
+        if hits:
+            _read_hits(data, size, sorted(hits), sections, strict, found)
+    finally:
+        os.close(fd)
+    found.entries.sort(key=lambda e: e.offset)
+    return found
+
+
+def _read_hits(data: Reader, size: int, hits: list[int], sections, strict, found: FileCode) -> None:
+    """Containers at magic hits outside the fatbin sections. A hit that does
+    not parse is a false match, not a problem."""
+    spans = sorted((s.offset, s.offset + s.size, s.name) for s in sections if s.size)
+    done = [(s.offset, s.offset + s.size) for s in strict]
+    past = 0  # hits before this offset lie inside a container already read
+    for at in hits:
+        if at < past or any(lo <= at < hi for lo, hi in done):
+            continue
+        name, limit = OUTSIDE_SECTIONS, size
+        for lo, hi, sname in spans:
+            if lo <= at < hi:
+                name, limit = sname, hi
+                break
+        try:
+            entries, end = parse_container(data, at, limit, name)
+        except FatbinError:
+            continue
+        if not entries:  # an empty container is nothing to find, and the likeliest false match
+            continue
+        past = end
+        found.containers += 1
+        found.entries.extend(entries)
+
+
+def read_files(paths: list[str], deep: bool, workers: int | None = None) -> dict[str, FileCode]:
+    """read_file over many files; the deep scan searches them in parallel."""
+    hits: dict[str, list[int] | None] = {p: None for p in paths}
+    failed: dict[str, str] = {}
+    if deep:
+        sizes = {}
+        for p in paths:
+            try:
+                sizes[p] = os.stat(p).st_size
+            except OSError as exc:
+                failed[p] = f"unreadable: {exc.strerror or exc}"
+        jobs = [(p, sizes[p], (MAGIC_BYTES,)) for p in paths if p in sizes]
+        for (p, _, _), found in zip(jobs, search_files(jobs, workers or os.cpu_count() or 1)):
+            if found is None:
+                failed[p] = "unreadable during the deep scan"
+            else:
+                hits[p] = [at for at, _ in found]
+    out = {}
+    for p in paths:
+        if p in failed:
+            out[p] = FileCode(problems=[failed[p]])
+            continue
+        try:
+            out[p] = read_file(p, hits[p])
+        except OSError as exc:
+            out[p] = FileCode(problems=[f"unreadable: {exc.strerror or exc}"])
+    return out

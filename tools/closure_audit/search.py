@@ -1,0 +1,87 @@
+"""Find byte strings in files: every occurrence, at its exact file offset.
+
+Used where content must be searched byte by byte: reference evidence (hash
+parts of store paths) and the deep scan for GPU code containers. Big files are
+split across worker processes, one per CPU: CPython's search holds the
+interpreter lock, so threads would not help.
+"""
+
+from __future__ import annotations
+
+import os
+
+SPLIT = 64 << 20  # big files are searched in ranges of this size ...
+PARALLEL_MIN = 256 << 20  # ... by worker processes once there is this much in big files
+BUFFER = 1 << 20  # read this much at a time: every needle's pass over it stays in cache
+OVERLAP = 31  # needles are at most 32 bytes long and may straddle two reads
+
+
+def search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[tuple[int, int]]:
+    """(offset, needle index) of every needle starting in [start, end).
+
+    The file is read in 1 MiB pieces and every needle searched in each piece
+    while it is in the CPU cache: several needles cost little more than one,
+    and memory stays flat whatever the file size."""
+    out = []
+    buf = bytearray(BUFFER + OVERLAP)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        limit = min(end + OVERLAP, os.fstat(f.fileno()).st_size)
+        f.seek(start)
+        offset, keep = start, 0  # next byte to read; bytes carried over in buf
+        while offset < limit:
+            n = f.readinto(view[keep:keep + min(BUFFER, limit - offset)])
+            if not n:
+                break
+            offset += n
+            filled = keep + n
+            base = offset - filled  # file offset of buf[0]
+            for i, needle in enumerate(needles):
+                pos = buf.find(needle, 0, filled)
+                while pos >= 0:
+                    if base + pos < end:
+                        out.append((base + pos, i))
+                    pos = buf.find(needle, pos + 1, filled)
+            keep = min(OVERLAP, filled)
+            buf[:keep] = buf[filled - keep:filled]
+    return out
+
+
+def search_files(jobs: list[tuple[str, int, tuple[bytes, ...]]], workers: int) -> list[list[tuple[int, int]] | None]:
+    """Search many files: one (path, size, needles) per job. Returns the hits
+    of each job, in any order, or None for a file that vanished or could not
+    be read."""
+    out: list[list[tuple[int, int]] | None] = [[] for _ in jobs]
+    big = [j for j, (_, size, _) in enumerate(jobs) if size > SPLIT]
+    pool = None
+    futures = []
+    if workers > 1 and sum(jobs[j][1] for j in big) >= PARALLEL_MIN:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        for j in big:
+            path, size, needles = jobs[j]
+            for start in range(0, size, SPLIT):
+                futures.append((j, pool.submit(search, path, start, min(size, start + SPLIT), needles)))
+    try:
+        # Whatever the workers do not take is searched here, meanwhile.
+        for j, (path, size, needles) in enumerate(jobs):
+            if pool is not None and size > SPLIT:
+                continue
+            try:
+                out[j] = search(path, 0, size, needles)
+            except OSError:
+                out[j] = None
+        for j, fut in futures:
+            try:
+                hits = fut.result()
+            except OSError:
+                out[j] = None
+                continue
+            if out[j] is not None:
+                out[j].extend(hits)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return out
