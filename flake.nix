@@ -75,6 +75,8 @@
           # PyTorch's runtime closure against ci/closure-budgets.toml: no
           # toolkit, magma, compiler; under the size budget.
           torch-closure = pkgs.python3Packages.torch.tests.closure;
+          # PyTorch's own GPU code: exactly the requested capabilities.
+          torch-archs = pkgs.python3Packages.torch.tests.archs;
         }
       );
 

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from cudagen import Nvcc, find_nvcc, gencode
 
 pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "nix-instantiate"), os.X_OK)
                                         for d in os.environ.get("PATH", "").split(os.pathsep)),
@@ -136,7 +137,7 @@ def test_flake_outputs(system):
     assert f["predicate"] == [True, False]
     assert f["package"].startswith("closure-audit-") and {"closure-audit", "default"} <= set(f["packages"])
     assert f["app"]["type"] == "app" and f["app"]["program"].endswith("-closure-audit-0.1.0/bin/closure-audit")
-    assert f["checks"] == ["closure-audit", "lib", "torch-closure"]
+    assert f["checks"] == ["closure-audit", "lib", "torch-archs", "torch-closure"]
     assert f["libCheck"] == {"failures": [], "kind": "runCommand"}
     assert f["formatter"] == "treefmt"
     assert f["shell"]["inputsFrom"][0].startswith("closure-audit") and "nix" in f["shell"]["packages"]
@@ -317,6 +318,8 @@ def _torch(config: str, system: str = "x86_64-linux", override: str = "") -> dic
         outputs = t.outputs;
         cudaSupport = t.stubArgs.passthru.cudaSupport;
         gpu = {{ inherit (t.gpuCheck.stubArgs) requiredSystemFeatures buildCommand; inputs = names t.gpuCheck.stubArgs.nativeBuildInputs; }};
+        archs = {{ inherit (t.tests.archs.stubArgs) buildCommand capabilities forwardCompat;
+                  torch = t.tests.archs.stubArgs.torch.name; inputs = names t.tests.archs.stubArgs.nativeBuildInputs; }};
         closure = {{ inherit (t.tests.closure.stubArgs) buildCommand; budgets = toString t.tests.closure.stubArgs.budgets;
                     inputs = names t.tests.closure.stubArgs.nativeBuildInputs;
                     roots = map (r: r.name) t.tests.closure.stubArgs.closure.stubArgs.rootPaths; }};
@@ -337,6 +340,9 @@ FORBIDDEN_IN_INPUTS = ("cuda-merged", "cudatoolkit", "magma-2", "cuda_nvcc")
 def test_torch_arch_list(config, arch, caps):
     t = _torch(config)
     assert t["cudaArchList"] == arch and t["cudaCapabilities"] == caps
+    # The build-time GPU code check asks for the same capabilities.
+    assert t["archs"]["capabilities"] == ",".join(caps) and t["archs"]["torch"] == t["name"]
+    assert t["archs"]["forwardCompat"] == ("--forward-compat" if "PTX" in arch else "--no-forward-compat")
     # The overlay's export comes last in preConfigure, so it is the one in effect.
     assert t["preConfigure"].rstrip().splitlines()[-1] == f'export TORCH_CUDA_ARCH_LIST="{arch}"'
 
@@ -392,9 +398,9 @@ def test_torch_cpp_extension_patch_and_checks():
     assert c["inputs"][0].startswith("closure-audit")
 
 
-def test_flake_checks_hold_the_torch_closure_gate():
+def test_flake_checks_hold_the_torch_closure_gate_and_archs_check():
     f = nix_eval(f"let f = {FLAKE}; in builtins.attrNames f.checks.x86_64-linux")
-    assert "torch-closure" in f
+    assert {"torch-closure", "torch-archs"} <= set(f)
 
 
 def test_hydra_jobs_match_the_workflow():
@@ -404,7 +410,7 @@ def test_hydra_jobs_match_the_workflow():
       torch = f.hydraJobs.torch.x86_64-linux.name;
       gpu = f.hydraJobs.torch-gpu.aarch64-linux.stubArgs.requiredSystemFeatures;
     }}""")
-    assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-closure"],
+    assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-archs", "torch-closure"],
                     "torch": "torch-2.9.1", "gpu": ["cuda"]}
     spec = json.loads((ROOT / "ci/hydra/spec.json").read_text())
     assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
@@ -412,3 +418,26 @@ def test_hydra_jobs_match_the_workflow():
     for step in ("ci/test", "nix build .#python3Packages.torch", "gate --budgets ci/closure-budgets.toml",
                  "--baseline torch=baseline/gate.json", "--markdown gate.md", "gh pr comment"):
         assert step in workflow, step
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc (ci/setup installs NVIDIA's compiler wheels)")
+@pytest.mark.parametrize("capabilities, forward, status", [
+    ("8.6,9.0", "--forward-compat", 0),
+    ("8.6", "--no-forward-compat", 0),  # sm_90 and compute_90 are unused: warnings
+    ("8.0,8.6", "--no-forward-compat", 1),  # nothing runs on 8.0
+])
+def test_torch_archs_check_runs_its_script(tmp_path, capabilities, forward, status):
+    """The archs check's build script, run for real on real GPU code as the
+    builder would run it: the report is kept, the exit status is archs'."""
+    t = _torch("{ cudaSupport = true; }")
+    (tmp_path / "torch" / "lib").mkdir(parents=True)
+    Nvcc(find_nvcc(), tmp_path).build("torch/lib/libtorch_cuda.so", gencode("86:sm_86", "90:[sm_90,compute_90]"))
+    out = tmp_path / "out"
+    env = {**os.environ, "out": str(out), "torch": str(tmp_path / "torch"), "capabilities": capabilities,
+           "forwardCompat": forward, "PATH": f"{ROOT / '.venv/bin'}{os.pathsep}{os.environ['PATH']}"}
+    p = subprocess.run(["bash", "-euo", "pipefail", "-c", t["archs"]["buildCommand"]], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == status, p.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["request"]["capabilities"] == capabilities.split(",")
+    assert "libtorch_cuda.so" in (out / "report.txt").read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from closure_audit.gpu import Code, covers, parse_capability, parse_code, runs_on
+from closure_audit.gpu import Code, covers, parse_capability, parse_code, runs_on, serves
 
 
 @pytest.mark.parametrize("name, code", [
@@ -39,6 +39,18 @@ def test_parse_rejects(bad):
 ])
 def test_runs_on(code, device, ok):
     assert runs_on(parse_code(code), device) is ok
+
+
+@pytest.mark.parametrize("code, device, ok", [
+    ("lto_75", (8, 6), True),    # nvJitLink links LTO IR for its GPU and newer ones, as PTX compiles
+    ("lto_90", (8, 6), False),
+    ("lto_100f", (10, 3), True),
+    ("lto_100f", (12, 0), False),
+    ("sm_80", (8, 6), True),     # cubins and PTX: as runs_on
+    ("compute_90", (8, 9), False),
+])
+def test_serves(code, device, ok):
+    assert serves(parse_code(code), device) is ok
 
 
 def test_covers_prefers_cubins():

@@ -94,13 +94,15 @@ let
       all="${builtins.concatStringsSep ":" (map (p: "${p}/lib") (builtins.attrValues libs) ++ [ "${gccLib}/lib" "${glibc}/lib" ])}"
       for f in $(find $site/torch -type f); do
         head -c 4 "$f" | grep -q ELF || continue
-        # Executables (torch/bin) run under the closure's glibc, as autoPatchelf sets them.
-        if patchelf --print-interpreter "$f" >/dev/null 2>&1; then
-          patchelf --set-interpreter ${glibc}/lib/ld-linux-x86-64.so.2 "$f"
-        fi
         patchelf --set-rpath "$all" "$f"
         patchelf --shrink-rpath "$f"
         patchelf --add-rpath '$ORIGIN:$ORIGIN/lib:@DLOPENED@' "$f"
+        # Executables (torch/bin) run under the closure's glibc, as autoPatchelf
+        # sets them, and find PyTorch's libraries as its build links them.
+        if patchelf --print-interpreter "$f" >/dev/null 2>&1; then
+          patchelf --set-interpreter ${glibc}/lib/ld-linux-x86-64.so.2 "$f"
+          patchelf --add-rpath '$ORIGIN/../lib' "$f"
+        fi
       done
       ${extra}
       outputs=out; source ${driverHook}; autoAddOpenGLRunpath

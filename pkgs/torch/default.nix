@@ -156,6 +156,20 @@ let
               closure-audit gate --budgets $budgets --path-info torch=$closure/registration \
                 --markdown $out/summary.md --json > $out/report.json
             '';
+            # The GPU code PyTorch's own libraries carry: built for exactly the
+            # requested capabilities, nothing missing, no -arch=native fallback.
+            archs = runCommand "torch-gpu-archs" {
+              nativeBuildInputs = [ closure-audit ];
+              torch = overridden;
+              capabilities = builtins.concatStringsSep "," archFlags.capabilities;
+              forwardCompat = if archFlags.forwardCompat then "--forward-compat" else "--no-forward-compat";
+            } ''
+              mkdir -p $out
+              status=0
+              closure-audit archs $torch --capabilities $capabilities $forwardCompat --json > $out/report.json || status=$?
+              closure-audit archs $torch --capabilities $capabilities $forwardCompat | tee $out/report.txt || true
+              exit $status
+            '';
           };
           # Runs on a machine with a GPU: a builder with the "cuda" system feature.
           gpuCheck = runCommand "torch-gpu-check" {

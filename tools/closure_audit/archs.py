@@ -30,6 +30,7 @@ from .policy import Policy
 from .rules import Finding
 from .storepath import store_dir
 from .targets import resolve_targets
+from .units import format_size
 from .walk import Walker
 
 NATIVE_FALLBACK = {"sm_75", "compute_75"}
@@ -206,7 +207,8 @@ class Judge:
                     " and forward compatibility was not requested")
             else:
                 why = "no requested GPU can use it"
-            self.add("unexpected-gpu-arch", f.path, f"{c.name}: {stored} bytes in {entries} entries; {why}",
+            self.add("unexpected-gpu-arch", f.path,
+                     f"{c.name}: {format_size(stored)} in {entries:,} entr{'y' if entries == 1 else 'ies'}; {why}",
                      code=c.name, stored=stored, entries=entries, sections=sorted({g.section for g in gs}))
 
 
