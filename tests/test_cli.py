@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from conftest import run_cli, validate
+
 pytestmark = pytest.mark.fhs
 
 

@@ -191,8 +191,8 @@ def test_origin_of_an_executable_run_through_a_symlink_is_its_real_directory(bui
     who = "const char *who(void) { return %s; }\n"
     a = build.lib("A/libs/libdep.so", code=who % '"A"')
     build.lib("B/libs/libdep.so", code=who % '"B"')
-    exe = build.exe("A/prog", links=[a], runpath=["$ORIGIN/libs"],
-                    code='#include <stdio.h>\nconst char *who(void);\nint main(void) { puts(who()); return 0; }\n')
+    build.exe("A/prog", links=[a], runpath=["$ORIGIN/libs"],
+              code='#include <stdio.h>\nconst char *who(void);\nint main(void) { puts(who()); return 0; }\n')
     os.symlink("../A/prog", build.root / "B/prog")
     out = subprocess.run([str(build.root / "B/prog")], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "A"

@@ -85,9 +85,8 @@ class FileCode:
 class Reader:
     """pread at offsets: nothing of the file is mapped or read but the bytes asked for."""
 
-    def __init__(self, fd: int, size: int):
+    def __init__(self, fd: int):
         self.fd = fd
-        self.size = size
 
     def read(self, offset: int, n: int) -> bytes:
         """`n` bytes at `offset`; the caller has checked they lie in the file."""
@@ -204,7 +203,7 @@ def read_file(path: str, hits: list[int] | None = None) -> FileCode:
             except InvalidElf as exc:
                 found.problems.append(f"section table: {exc.reason}")
                 sections = []
-        data = Reader(fd, size)
+        data = Reader(fd)
         strict = [s for s in sections if s.name in FATBIN_SECTIONS and s.size]
         for s in strict:
             _read_section(data, s.offset, s.offset + s.size, s.name, found)

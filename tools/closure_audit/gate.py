@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from dataclasses import dataclass, field
 
 from .closure import Closure, load_closure, load_dump
 from .errors import BudgetError, ClosureError
 from .policy import Policy
 from .rules import Finding
+from .tomlfile import read_toml
 from .units import parse_size
 
 BUDGETS_SCHEMA = "closure-audit-budgets/1"
@@ -85,15 +85,7 @@ def _strings(value, where: str) -> tuple[str, ...]:
 
 
 def load_budgets(path: str) -> list[Budget]:
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise BudgetError(f"budgets file not found: {path}") from None
-    except OSError as exc:
-        raise BudgetError(f"cannot read budgets {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BudgetError(f"budgets {path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "budgets", BudgetError)
     return parse_budgets(data, path)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .errors import PolicyError
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 from .rules import OFF, RULES, SEVERITIES
+from .tomlfile import read_toml
 
 
 # What a runtime closure must not hold, by store name (the part after the
@@ -83,17 +84,7 @@ _SCHEMA = {
 def load_policy(path: str | None) -> Policy:
     if path is None:
         return Policy()
-    import tomllib
-
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise PolicyError(f"policy file not found: {path}") from None
-    except OSError as exc:
-        raise PolicyError(f"cannot read policy {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"policy {path} is not valid TOML: {exc}") from None
+    data = read_toml(path, "policy", PolicyError)
     return parse_policy(data, path)
 
 
