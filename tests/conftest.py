@@ -48,6 +48,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("missing_part"):
+        pytest.fail(f"CI=true but {mark.args[0]} is missing (ci/setup installs it)", pytrace=False)
+
+
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
 

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from parts import needs
 
 NIX_FLAGS = ["--extra-experimental-features", "nix-command flakes"]
 
@@ -44,7 +44,7 @@ def have_nix() -> bool:
         os.access("/nix/store", os.W_OK) or Path("/nix/var/nix/daemon-socket/socket").exists())
 
 
-needs_nix = pytest.mark.skipif(not have_nix(), reason="needs Nix (Debian's nix-bin)")
+needs_nix = needs("Nix (Debian's nix-bin, set up by ci/setup)", have_nix())
 
 
 def nix_build(tmp_path: Path, body: str, attr: str | None = None) -> list[str]:

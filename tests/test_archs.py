@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from conftest import assert_matches_pyelftools, run_cli, validate
 from cudagen import Nvcc, find_nvcc, gencode
 from nixstore import needs_nix, nix_build
+from parts import needs
 from closure_audit.archs import group
 from closure_audit.fatbin import FATBIN_SECTIONS, FatbinError, Reader, parse_container, read_file
 
 NVCC = find_nvcc()
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc (ci/setup installs NVIDIA's compiler wheels)")
+needs_nvcc = needs("nvcc (ci/setup installs NVIDIA's compiler wheels)", NVCC is not None)
 pytestmark = needs_nvcc
 
 RECIPES = {
@@ -112,7 +113,7 @@ def test_containers_account_for_every_byte_of_the_sections(fatbins, name):
     assert 16 * code.containers + sum(e.stored for e in code.entries) == sum(section_bytes(fatbins[name]).values())
 
 
-@pytest.mark.skipif(shutil.which("zstd") is None, reason="needs the zstd tool")
+@needs("the zstd tool", shutil.which("zstd") is not None)
 def test_uncompressed_sizes_are_the_decompressed_payloads(fatbins):
     """zstd payloads decompress to exactly the uncompressed size, and a cubin
     payload is an ELF file for the GPU."""

@@ -12,6 +12,7 @@ import tempfile
 import pytest
 
 from closure_audit.audit import Auditor
+from parts import require
 from closure_audit.errors import TargetError
 from closure_audit.policy import Policy, parse_policy
 
@@ -180,8 +181,7 @@ def test_unreadable_file():
     from conftest import ROOT
 
     python = _python_for_nobody()
-    if python is None:
-        pytest.skip("needs root, setpriv and a Python the unprivileged user can run")
+    require("root, setpriv and a Python the unprivileged user can run", python is not None)
     top = tempfile.mkdtemp(prefix="closure-audit-perm-")
     try:
         os.chmod(top, 0o755)

@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
 from conftest import ROOT
 from cudagen import Nvcc, find_nvcc, gencode
+from parts import needs, require
 
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "nix-instantiate"), os.X_OK)
-                                        for d in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="needs nix-instantiate (Debian's nix-bin)")
+pytestmark = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
 
 STUB = "./tests/contract/nixpkgs-contract-stub"
 
@@ -156,10 +156,8 @@ def test_flake_lock_pins_nixpkgs():
 
 def test_nix_reads_the_flake_and_its_lock(tmp_path):
     """Nix itself accepts flake.nix and flake.lock (metadata only: nothing is fetched)."""
-    import shutil
 
-    if shutil.which("nix") is None:
-        pytest.skip("needs nix")
+    require("nix", shutil.which("nix") is not None)
     copy = tmp_path / "flake"
     copy.mkdir()
     for name in ("flake.nix", "flake.lock"):
@@ -420,7 +418,7 @@ def test_hydra_jobs_match_the_workflow():
         assert step in workflow, step
 
 
-@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc (ci/setup installs NVIDIA's compiler wheels)")
+@needs("nvcc (ci/setup installs NVIDIA's compiler wheels)", find_nvcc() is not None)
 @pytest.mark.parametrize("capabilities, forward, status", [
     ("8.6,9.0", "--forward-compat", 0),
     ("8.6", "--no-forward-compat", 0),  # sm_90 and compute_90 are unused: warnings

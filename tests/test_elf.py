@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import elfgen
 from conftest import CROSS, assert_matches_pyelftools, have, pyelftools_facts
+from parts import needs
 from closure_audit.elf import DF_1_NODEFLIB, InvalidElf, read_elf
 
 
@@ -34,7 +35,7 @@ def test_gcc_objects_of_every_kind(build):
     assert read_elf(str(build.root / "lib32/libsmall.so")).elf_class == 32
 
 
-@pytest.mark.skipif(not all(have(f"{p}-ld") for p in CROSS), reason="cross binutils not installed")
+@needs("cross binutils", all(have(f"{p}-ld") for p in CROSS))
 @pytest.mark.parametrize("prefix", sorted(CROSS))
 def test_cross_linked_objects(build, prefix):
     """Big-endian ELF64 (ppc64), big-endian ELF32 (mips), aarch64, from real linkers."""

@@ -13,11 +13,12 @@ import pytest
 from conftest import ROOT
 from closure_audit.elf import read_elf
 from nixstore import needs_nix, nix_build
+from parts import needs
 
 HOOK = ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
 DRIVER = "/run/opengl-driver/lib"
 
-pytestmark = pytest.mark.skipif(shutil.which("patchelf") is None, reason="needs patchelf")
+pytestmark = needs("patchelf", shutil.which("patchelf") is not None)
 
 
 def run_hook(outputs: dict[str, Path], env: dict | None = None, script: str = "autoAddOpenGLRunpath"):

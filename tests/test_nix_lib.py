@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
 
 from conftest import ROOT
+from parts import needs
 
 GOLDEN = json.loads((ROOT / "tests/golden/cuda-flags.json").read_text())
-pytestmark = pytest.mark.skipif(not any(os.access(os.path.join(d, "nix-instantiate"), os.X_OK)
-                                        for d in os.environ.get("PATH", "").split(os.pathsep)),
-                                reason="needs nix-instantiate (Debian's nix-bin)")
+pytestmark = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
 
 
 def nix_eval(expr: str) -> subprocess.CompletedProcess:
