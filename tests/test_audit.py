@@ -14,7 +14,7 @@ import pytest
 from closure_audit.audit import Auditor
 from parts import require
 from closure_audit.errors import TargetError
-from closure_audit.policy import Policy, parse_policy
+from closure_audit.findings.policy import Policy, parse_policy
 
 pytestmark = pytest.mark.fhs
 

@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .capabilities import Request
-from .fatbin import Entry, read_files
-from .gpu import Code, serves
-from .policy import Policy
-from .rules import Finding
+from .gpu.request import Request
+from .elf.fatbin import Entry, read_files
+from .gpu.code import Code, serves
+from .findings.policy import Policy
+from .findings.rules import Finding
 from .storepath import store_dir
 from .targets import resolve_targets
 from .units import format_size
-from .walk import Walker
+from .elf.walk import Walker
 
 NATIVE_FALLBACK = {"sm_75", "compute_75"}
 

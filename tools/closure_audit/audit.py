@@ -13,14 +13,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import loader as ld
-from .elf import ElfFile
-from .loader import Chain, Environment, LoadedObject, Loader
-from .policy import Policy
-from .rules import Finding, RULES
+from .loader import model as ld
+from .elf.reader import ElfFile
+from .loader.model import Chain, Environment, LoadedObject, Loader
+from .findings.policy import Policy
+from .findings.rules import Finding, RULES
 from .storepath import store_dir
 from .targets import resolve_targets
-from .walk import Walker
+from .elf.walk import Walker
 
 SCHEMA = "closure-audit/1"
 

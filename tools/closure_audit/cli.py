@@ -173,7 +173,7 @@ def _console():
 
 
 def _emit_json(data: dict) -> None:
-    from .report import dumps
+    from .output.json_report import dumps
 
     sys.stdout.write(dumps(data) + "\n")
 
@@ -184,7 +184,7 @@ def run_audit(args) -> int:
     from dataclasses import replace
 
     from .audit import Auditor
-    from .policy import load_policy
+    from .findings.policy import load_policy
 
     policy = load_policy(args.policy)
     if args.driver_dir:
@@ -206,11 +206,11 @@ def run_audit(args) -> int:
             progress.stop()
 
     if args.json:
-        from .report import audit_json
+        from .output.json_report import audit_json
 
         _emit_json(audit_json(report, chain))
     else:
-        from .terminal import render_audit
+        from .output.terminal import render_audit
 
         render_audit(report, _console(), chain)
     return EXIT_FINDINGS if report.failed else EXIT_OK
@@ -218,7 +218,7 @@ def run_audit(args) -> int:
 
 def tree_chain(auditor, path: str):
     """The load chain of one object, for --tree."""
-    from .elf import InvalidElf, read_elf
+    from .elf.reader import InvalidElf, read_elf
 
     candidates = [path] + [os.path.join(t, path) for t in auditor.targets if os.path.isdir(t)]
     found = next((c for c in candidates if os.path.isfile(c)), None)
@@ -237,7 +237,7 @@ def tree_chain(auditor, path: str):
 # -- closures --------------------------------------------------------------------
 
 def _closure(target: str | list[str] | None, path_info: str | None, build: bool):
-    from .closure import is_dump_file, load_closure, load_dump
+    from .closure.graph import is_dump_file, load_closure, load_dump
 
     targets = [] if target is None else [target] if isinstance(target, str) else list(target)
     if path_info is None and len(targets) == 1 and is_dump_file(targets[0]):
@@ -248,11 +248,11 @@ def _closure(target: str | list[str] | None, path_info: str | None, build: bool)
 
 
 def run_why(args) -> int:
-    from .evidence import Scanner
-    from .policy import load_policy
-    from .sizes import added_sizes
+    from .closure.evidence import Scanner
+    from .findings.policy import load_policy
+    from .closure.sizes import added_sizes
     from .storepath import name_part
-    from .why import explain, forbidden_finding, forbidden_matches, matcher
+    from .closure.why import explain, forbidden_finding, forbidden_matches, matcher
 
     policy = load_policy(args.policy)
     target, patterns = args.target, args.patterns
@@ -280,11 +280,11 @@ def run_why(args) -> int:
     if not query and severity is not None:
         findings = [forbidden_finding(e, added.get(e.path, 0), severity) for e in explanations]
     if args.json:
-        from .report import why_json
+        from .output.json_report import why_json
 
         _emit_json(why_json(closure, explanations, findings, added, scanner.bytes_scanned))
     else:
-        from .terminal import render_why
+        from .output.terminal import render_why
 
         render_why(_console(), closure, explanations, findings, added, query)
     if query:
@@ -293,7 +293,7 @@ def run_why(args) -> int:
 
 
 def run_size(args) -> int:
-    from .sizes import roots_closure_size, table
+    from .closure.sizes import roots_closure_size, table
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
@@ -303,22 +303,22 @@ def run_size(args) -> int:
     total = roots_closure_size(closure)
     top = None if args.all else args.top
     if args.json:
-        from .report import size_json
+        from .output.json_report import size_json
 
         _emit_json(size_json(closure, rows, total, top))
     else:
-        from .terminal import render_size
+        from .output.terminal import render_size
 
         render_size(_console(), closure, rows, total, top)
     return EXIT_OK
 
 
 def run_diff(args) -> int:
-    from .diff import diff
-    from .evidence import Scanner
-    from .policy import load_policy
-    from .sizes import added_sizes, roots_closure_size
-    from .why import explain, forbidden_finding, forbidden_matches
+    from .closure.diff import diff
+    from .closure.evidence import Scanner
+    from .findings.policy import load_policy
+    from .closure.sizes import added_sizes, roots_closure_size
+    from .closure.why import explain, forbidden_finding, forbidden_matches
 
     policy = load_policy(args.policy)
     old = _closure(args.old, None, args.build)
@@ -334,20 +334,20 @@ def run_diff(args) -> int:
                     for e in explain(new, fresh, False, Scanner(new.store_dir))]
     old_size, new_size = roots_closure_size(old), roots_closure_size(new)
     if args.json:
-        from .report import diff_json
+        from .output.json_report import diff_json
 
         _emit_json(diff_json(old, new, packages, findings, old_size, new_size))
     else:
-        from .terminal import render_diff
+        from .output.terminal import render_diff
 
         render_diff(_console(), old, new, packages, findings, old_size, new_size)
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
 
 
 def run_gate(args) -> int:
-    from .gate import apply_overrides, load_budgets, run_gate as check
-    from .markdown import gate_markdown
-    from .policy import load_policy
+    from .closure.gate import apply_overrides, load_budgets, run_gate as check
+    from .output.markdown import gate_markdown
+    from .findings.policy import load_policy
 
     policy = load_policy(args.policy)
     budgets = load_budgets(args.budgets)
@@ -366,11 +366,11 @@ def run_gate(args) -> int:
             except OSError as exc:
                 raise UsageError(f"cannot write the Markdown summary to {f}: {exc.strerror}") from None
     if args.json:
-        from .report import gate_json
+        from .output.json_report import gate_json
 
         _emit_json(gate_json(results, findings))
     elif args.markdown != "-":
-        from .terminal import render_gate
+        from .output.terminal import render_gate
 
         render_gate(_console(), results, findings)
     return EXIT_FINDINGS if any(f.severity == "error" for f in findings) else EXIT_OK
@@ -379,7 +379,7 @@ def run_gate(args) -> int:
 def gpu_request(args, policy):
     """The requested capabilities: --capabilities, else --from-nix-config, else
     the policy's [gpu] table, else none."""
-    from .capabilities import from_nix_config, make_request
+    from .gpu.request import from_nix_config, make_request
 
     if args.capabilities is not None and args.from_nix_config is not None:
         raise UsageError("give --capabilities or --from-nix-config, not both")
@@ -403,7 +403,7 @@ def gpu_request(args, policy):
 
 def run_archs(args) -> int:
     from .archs import run
-    from .policy import load_policy
+    from .findings.policy import load_policy
 
     policy = load_policy(args.policy)
     request = gpu_request(args, policy)
@@ -426,11 +426,11 @@ def run_archs(args) -> int:
     if roots is not None:
         report.targets = roots
     if args.json:
-        from .report import archs_json
+        from .output.json_report import archs_json
 
         _emit_json(archs_json(report))
     else:
-        from .terminal import render_archs
+        from .output.terminal import render_archs
 
         render_archs(_console(), report)
     return EXIT_FINDINGS if report.failed else EXIT_OK

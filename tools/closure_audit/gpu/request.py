@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import UsageError
-from .gpu import capability_table, parse_capability
+from ..errors import UsageError
+from .code import capability_table, parse_capability
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .closure import Closure, load_closure, load_dump
-from .errors import BudgetError, ClosureError
-from .policy import Policy
-from .rules import Finding
-from .tomlfile import read_toml
-from .units import parse_size
+from .graph import Closure, load_closure, load_dump
+from ..errors import BudgetError, ClosureError
+from ..findings.policy import Policy
+from ..findings.rules import Finding
+from ..tomlfile import read_toml
+from ..units import parse_size
 
 BUDGETS_SCHEMA = "closure-audit-budgets/1"
 _KEYS = {"installable", "path", "path-info", "max-closure-size", "max-growth", "baseline",
@@ -205,7 +205,7 @@ def baseline_size(budget: Budget) -> int:
 
 
 def _store_prefix() -> str:
-    from .storepath import store_dir
+    from ..storepath import store_dir
 
     return store_dir() + "/"
 
@@ -237,8 +237,8 @@ def run_gate(budgets: list[Budget], policy: Policy, build: bool = False,
     cannot be made: the gate never passes what it could not read."""
     from .evidence import Scanner
     from .sizes import added_sizes, roots_closure_size
-    from .storepath import name_part
-    from .units import format_size
+    from ..storepath import name_part
+    from ..units import format_size
     from .why import explain, forbidden_finding, forbidden_matches
 
     results, findings = [], []

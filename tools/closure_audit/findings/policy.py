@@ -10,10 +10,10 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
-from .errors import PolicyError
-from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
+from ..errors import PolicyError
+from ..loader.libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 from .rules import OFF, RULES, SEVERITIES
-from .tomlfile import read_toml
+from ..tomlfile import read_toml
 
 
 # What a runtime closure must not hold, by store name (the part after the

@@ -3,9 +3,9 @@ $GITHUB_STEP_SUMMARY."""
 
 from __future__ import annotations
 
-from .report import printable
-from .storepath import name_part
-from .units import format_size
+from .json_report import printable
+from ..storepath import name_part
+from ..units import format_size
 
 MAX_FINDINGS = 50
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .errors import ClosureError
-from .storepath import is_store_basename, store_dir, top_store_path
+from ..errors import ClosureError
+from ..storepath import is_store_basename, store_dir, top_store_path
 
 NIX_FLAGS = ["--extra-experimental-features", "nix-command flakes"]
 

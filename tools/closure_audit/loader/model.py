@@ -29,7 +29,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from .elf import ElfFile, InvalidElf, read_elf
+from ..elf.reader import ElfFile, InvalidElf, read_elf
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES, GLIBC_FAMILY
 
 

@@ -12,11 +12,11 @@ import fnmatch
 from collections import deque
 from dataclasses import dataclass, field
 
-from .closure import Closure
+from .graph import Closure
 from .evidence import Evidence, Scanner
-from .rules import Finding
-from .storepath import hash_part, name_part
-from .units import format_size
+from ..findings.rules import Finding
+from ..storepath import hash_part, name_part
+from ..units import format_size
 
 EVIDENCE_LIMIT = 20  # hits kept per hop; the total is always counted
 

@@ -10,10 +10,10 @@ import json
 import os
 from collections import Counter
 
-from . import __version__
-from . import loader as ld
-from .loader import Chain, LoadedObject
-from .rules import Finding
+from .. import __version__
+from ..loader import model as ld
+from ..loader.model import Chain, LoadedObject
+from ..findings.rules import Finding
 
 SCHEMA = "closure-audit/1"
 

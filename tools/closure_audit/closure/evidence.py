@@ -20,9 +20,9 @@ import mmap
 import os
 from dataclasses import dataclass, field
 
-from .elf import ELF_MAGIC, InvalidElf, parse_elf
-from .loader import RPATH, RUNPATH, Environment, Loader
-from .search import search_files
+from ..elf.reader import ELF_MAGIC, InvalidElf, parse_elf
+from ..loader.model import RPATH, RUNPATH, Environment, Loader
+from ..elf.search import search_files
 
 KINDS = ("runpath-used", "runpath-unused", "needed", "interpreter", "symlink", "elf-string", "text")
 KIND_RANK = {k: i for i, k in enumerate(KINDS)}

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .elf import ElfFile, InvalidElf, read_elf
+from .reader import ElfFile, InvalidElf, read_elf
 
 
 @dataclass

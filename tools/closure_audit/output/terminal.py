@@ -9,12 +9,12 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from . import loader as ld
-from .loader import Chain, LoadedObject, Resolution
-from .report import printable
-from .rules import RULES, SEVERITY_RANK
-from .storepath import name_part
-from .units import format_size
+from ..loader import model as ld
+from ..loader.model import Chain, LoadedObject, Resolution
+from .json_report import printable
+from ..findings.rules import RULES, SEVERITY_RANK
+from ..storepath import name_part
+from ..units import format_size
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
