@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 
 from .. import __version__, schemas
 from ..loader import model as ld
@@ -23,6 +24,8 @@ def _clean(value):
         return [_clean(v) for v in value]
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, Iterator):  # rows streamed by emit(): cleaned as they come
+        return map(_clean, value)
     return value
 
 
@@ -46,13 +49,32 @@ def envelope(command: str, target: list[str], mode: str, findings: list[Finding]
     return _clean(out)
 
 
-def dumps(data: dict) -> str:
-    return json.dumps(data, indent=2)
-
-
 def emit(data: dict) -> None:
     """Print one report on standard output."""
-    sys.stdout.write(dumps(data) + "\n")
+    write(data, sys.stdout.write)
+    sys.stdout.write("\n")
+
+
+def write(report: dict, out) -> None:
+    """`report` as json.dumps(report, indent=2) writes it, piece by piece: a
+    section that is an iterator (many rows) is written as a list one row at
+    a time, so a report of 100,000 rows never exists whole in memory."""
+    def block(value, indent: str) -> str:
+        return json.dumps(value, indent=2).replace("\n", "\n" + indent)
+
+    out("{")
+    for k, (key, value) in enumerate(report.items()):
+        out(("\n" if k == 0 else ",\n") + "  " + json.dumps(key) + ": ")
+        if not isinstance(value, Iterator):
+            out(block(value, "  "))
+            continue
+        out("[")
+        empty = True
+        for item in value:
+            out(("\n" if empty else ",\n") + "    " + block(item, "    "))
+            empty = False
+        out("]" if empty else "\n  ]")
+    out("\n}" if report else "}")
 
 
 # -- audit -----------------------------------------------------------------------
@@ -95,17 +117,17 @@ def explanation_json(e, sizes: dict[str, int]) -> dict:
 
 def why_json(closure, explanations, findings, added: dict[str, int], bytes_scanned: int) -> dict:
     return envelope("why", closure.roots, "nix-store", findings,
-                    {"paths": closure.graph.number_of_nodes(), "closure_size": closure.total_size(),
+                    {"paths": len(closure.graph), "closure_size": closure.total_size(),
                      "explained": len(explanations), "bytes_scanned": bytes_scanned},
                     explanations=[explanation_json(e, added) for e in explanations])
 
 
-def size_json(closure, rows, total: int, top: int | None) -> dict:
-    shown = rows if top is None else rows[:top]
+def size_json(closure, rows, total: int) -> dict:
+    """`rows` (sizes.py's SizeTable) are streamed: emit() writes them one by one."""
     return envelope("size", closure.roots, "nix-store", [],
-                    {"paths": len(rows), "closure_size": total, "shown": len(shown)},
-                    paths=[{"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
-                            "added_size": r.added_size} for r in shown])
+                    {"paths": rows.paths, "closure_size": total, "shown": len(rows)},
+                    paths=({"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
+                            "added_size": r.added_size} for r in rows))
 
 
 def diff_json(old, new, packages, findings, old_size: int, new_size: int) -> dict:

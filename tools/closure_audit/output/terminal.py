@@ -182,7 +182,7 @@ def _evidence(branch, hop) -> None:
 
 def render_why(console, closure, explanations, findings, added, query: bool) -> None:
     header(console, "why", "nix-store", closure.roots)
-    line = Text(f"{_plural(closure.graph.number_of_nodes(), 'path')}, "
+    line = Text(f"{_plural(len(closure.graph), 'path')}, "
                 f"{format_size(closure.total_size())} · {_plural(len(explanations), 'path')} explained · ")
     console.print(line + counts(findings))
     for e in explanations:
@@ -196,21 +196,20 @@ def render_why(console, closure, explanations, findings, added, query: bool) -> 
 
 # -- size ------------------------------------------------------------------------
 
-def render_size(console, closure, rows, total: int, top: int | None) -> None:
+def render_size(console, closure, rows, total: int) -> None:
     header(console, "size", "nix-store", closure.roots)
-    console.print(f"{_plural(len(rows), 'path')}, closure {format_size(total)}")
+    console.print(f"{_plural(rows.paths, 'path')}, closure {format_size(total)}")
     table = Table(header_style="dim", pad_edge=False, box=None)
     for col in ("added", "closure", "NAR"):
         table.add_column(col, justify="right")
     table.add_column("path", overflow="fold")
-    shown = rows if top is None else rows[:top]
-    for r in shown:
+    for r in rows:
         table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
                       _store_name(r.path))
     console.print()
     console.print(table)
-    if len(shown) < len(rows):
-        console.print(Text(f"… {len(rows) - len(shown)} more paths (--top N, or --json)", style="dim"))
+    if len(rows) < rows.paths:
+        console.print(Text(f"… {rows.paths - len(rows)} more paths (--top N, or --json)", style="dim"))
 
 
 # -- diff ------------------------------------------------------------------------
