@@ -80,6 +80,7 @@ def dominator_tree(closure: Closure) -> DominatorTree:
     added = np.where(search.reached, g.nar, 0)
     for k in range(len(search.levels) - 2, 0, -1):  # deepest level first; the roots' level adds to no path
         level = search.level(k)
+        level = level[idom[level] != TOP]
         np.add.at(added, idom[level], added[level])
     return DominatorTree(closure, idom, added)
 
