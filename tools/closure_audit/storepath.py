@@ -42,7 +42,7 @@ def hash_part(path: str) -> str:
 
 def name_part(path: str) -> str:
     """`/nix/store/<hash>-torch-2.9.0-lib` -> `torch-2.9.0-lib`."""
-    return os.path.basename(path)[HASH_LEN + 1:]
+    return path[path.rfind("/") + 1:][HASH_LEN + 1:]  # os.path.basename, without its overhead
 
 
 def parse_name(name: str) -> tuple[str, str, str]:

@@ -38,11 +38,12 @@ class PackageDiff:
                 "old_paths": self.old_paths, "new_paths": self.new_paths}
 
 
-def _group(closure: Closure) -> dict[tuple[str, str], list[str]]:
-    groups: dict[tuple[str, str], list[str]] = {}
+def _group(closure: Closure) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(package name, output) -> [(path, version)], paths in name order."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for path in closure.graph:
-        pname, _version, output = parse_name(name_part(path))
-        groups.setdefault((pname, output), []).append(path)
+        pname, version, output = parse_name(name_part(path))
+        groups.setdefault((pname, output), []).append((path, version))
     return groups
 
 
@@ -51,11 +52,11 @@ def diff(old: Closure, new: Closure) -> list[PackageDiff]:
     a, b = _group(old), _group(new)
     out = []
     for key in sorted(set(a) | set(b)):
-        pa, pb = sorted(a.get(key, [])), sorted(b.get(key, []))
+        ea, eb = a.get(key, []), b.get(key, [])
+        pa, pb = [p for p, _ in ea], [p for p, _ in eb]
         if pa == pb:
             continue
-        va = sorted({parse_name(name_part(p))[1] for p in pa})
-        vb = sorted({parse_name(name_part(p))[1] for p in pb})
+        va, vb = sorted({v for _, v in ea}), sorted({v for _, v in eb})
         status = ADDED if not pa else REMOVED if not pb else CHANGED if va != vb else REBUILT
         out.append(PackageDiff(key[0], key[1], status, va, vb,
                                sum(old.nar_size(p) for p in pa), sum(new.nar_size(p) for p in pb), pa, pb))

@@ -163,8 +163,7 @@ def build_graph(entries: dict[str, dict]) -> Graph:
     ref_lists = [e["references"] for e in infos]
     counts = np.fromiter(map(len, ref_lists), dtype=np.int64, count=n)
     try:
-        flat = np.fromiter(map(lookup.__getitem__, chain.from_iterable(ref_lists)), dtype=np.int64,
-                           count=int(counts.sum()))
+        flat = np.array(list(map(lookup.__getitem__, chain.from_iterable(ref_lists))), dtype=np.int64)
     except (KeyError, TypeError):
         raise _incomplete(paths, ref_lists, lookup) from None
     nar = np.fromiter((e["nar_size"] for e in infos), dtype=np.int64, count=n)

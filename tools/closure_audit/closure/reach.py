@@ -111,13 +111,19 @@ def topological_levels(ptr: np.ndarray, targets: np.ndarray) -> list[np.ndarray]
 @dataclass
 class Condensed:
     """A graph with each strongly connected part as one node: `part[i]` is
-    path i's part, `ptr`/`targets` the parts' edges (CSR), `levels` their
-    topological levels."""
+    path i's part; the parts' edges both ways (CSR), and their topological
+    levels (`level_of[p]` is part p's)."""
 
     part: np.ndarray
     ptr: np.ndarray
     targets: np.ndarray
     levels: list[np.ndarray]
+
+    def __post_init__(self):
+        self.rptr, self.rsources = reverse(self.ptr, self.targets)
+        self.level_of = np.empty(len(self.ptr) - 1, dtype=np.int64)
+        for k, level in enumerate(self.levels):
+            self.level_of[level] = k
 
 
 def condense(ptr: np.ndarray, targets: np.ndarray) -> Condensed:
@@ -148,47 +154,55 @@ BATCH_WORDS = 1 << 22  # words gathered at once: 32 MB
 def reached_by(c: Condensed, sources: np.ndarray) -> np.ndarray:
     """Bitsets over the parts of `c`: bit j of row p (word j // 64) is set
     when source part sources[j] reaches part p. One pass over the levels in
-    topological order ORs each part's referrers' words into its own; levels
-    above the highest source are skipped (nothing reaches them)."""
+    topological order ORs into each part the words of its referrers (all on
+    earlier levels, so complete by then), skipping the parts no source
+    reaches and the referrers whose words are zero; levels above the highest
+    source are not read at all."""
     parts = len(c.ptr) - 1
     words = max(1, -(-len(sources) // WORD))
     bits = np.zeros((parts, words), dtype=np.uint64)
     j = np.arange(len(sources))
     np.bitwise_or.at(bits, (sources, j // WORD), np.left_shift(np.uint64(1), (j % WORD).astype(np.uint64)))
-    rptr, rsources = reverse(c.ptr, c.targets)
-    level_of = np.empty(parts, dtype=np.int64)
-    for k, level in enumerate(c.levels):
-        level_of[level] = k
-    first = int(level_of[sources].min()) if len(sources) else len(c.levels)
-    step = max(1, BATCH_WORDS // words)
+    active = np.zeros(parts, dtype=bool)
+    active[sources] = True
+    first = int(c.level_of[sources].min()) if len(sources) else len(c.levels)
+    step = max(1, BATCH_WORDS // words)  # referrers' rows gathered at once
     for level in c.levels[first + 1:]:
-        for lo in range(0, len(level), step):
-            nodes = level[lo:lo + step]
-            preds, counts = gather(rptr, rsources, nodes)
-            starts = np.cumsum(counts) - counts
-            bits[nodes] |= np.bitwise_or.reduceat(bits[preds], starts, axis=0)
+        preds, counts = gather(c.rptr, c.rsources, level)  # every part past the first level has a referrer
+        starts = np.cumsum(counts) - counts
+        live = active[preds]
+        reached = np.logical_or.reduceat(live, starts)
+        if not reached.any():
+            continue
+        nodes = level[reached]
+        active[nodes] = True
+        counts = np.add.reduceat(live, starts)[reached]
+        preds = preds[live]
+        ends = np.cumsum(counts)
+        lo = 0
+        while lo < len(nodes):  # batches of about `step` referrers, at least one part each
+            start = ends[lo] - counts[lo]
+            hi = max(lo + 1, int(np.searchsorted(ends, start + step, side="right")))
+            rows = bits[preds[start:ends[hi - 1]]]
+            bits[nodes[lo:hi]] |= np.bitwise_or.reduceat(rows, ends[lo:hi] - counts[lo:hi] - start, axis=0)
+            lo = hi
     return bits
 
 
 def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarray:
     """For each of the first `columns` bit columns of `bits`, the sum of the
     weights of the rows where that bit is set: per byte column, the weight
-    of each byte value (one bincount), then each bit's share of the 256."""
-    rows, words = bits.shape
-    as_bytes = bits.astype("<u8", copy=False).view(np.uint8).reshape(rows, words * 8)  # byte b: bits 8b..8b+7
+    of each of its 256 values (one bincount over the rows that have any bit
+    set), then each bit's share of those."""
+    rows = np.flatnonzero(bits.any(axis=1))
+    by_column = np.ascontiguousarray(bits[rows].astype("<u8", copy=False).view(np.uint8).T)  # byte b: bits 8b..8b+7
+    weights = weights[rows]
     exact_in_float = int(weights.sum()) < 1 << 53  # float64 sums of integers below 2**53 are exact
-    per_value = np.zeros((words * 8, 256), dtype=np.int64)
-    step = max(1, BATCH_WORDS // max(rows, 1))
-    for lo in range(0, words * 8, step):
-        block = as_bytes[:, lo:lo + step]
-        keys = (block + 256 * np.arange(block.shape[1], dtype=np.int64)).ravel()  # column-major per row
+    per_value = np.zeros((len(by_column), 256), dtype=np.int64)
+    for b, values in enumerate(by_column):
         if exact_in_float:
-            sums = np.bincount(keys, weights=np.repeat(weights.astype(np.float64), block.shape[1]),
-                               minlength=256 * block.shape[1])
-            per_value[lo:lo + step] = sums.round().astype(np.int64).reshape(-1, 256)
+            per_value[b] = np.bincount(values, weights=weights, minlength=256).round()
         else:
-            sums = np.zeros(256 * block.shape[1], dtype=np.int64)
-            np.add.at(sums, keys, np.repeat(weights, block.shape[1]))
-            per_value[lo:lo + step] = sums.reshape(-1, 256)
+            np.add.at(per_value[b], values, weights)
     has_bit = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1  # value, bit -> 0/1
     return (per_value @ has_bit).ravel()[:columns]  # byte column b, bit i -> bit column 8b + i

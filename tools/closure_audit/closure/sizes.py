@@ -104,10 +104,7 @@ def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
     parts = c.part[rows[todo]]
     unique_parts, position = np.unique(parts, return_inverse=True)
     # Deepest parts first: a chunk's pass starts at its highest source's level.
-    level_of = np.empty(len(part_nar), dtype=np.int64)
-    for k, level in enumerate(c.levels):
-        level_of[level] = k
-    order = np.argsort(-level_of[unique_parts], kind="stable")
+    order = np.argsort(-c.level_of[unique_parts], kind="stable")
     sums = np.empty(len(unique_parts), dtype=np.int64)
     for lo in range(0, len(order), CHUNK):
         chunk = order[lo:lo + CHUNK]

@@ -23,6 +23,8 @@ _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
 _KIND_STYLE = {"runpath-used": "bold red", "runpath-unused": "yellow", "needed": "bold red",
                "interpreter": "bold red", "symlink": "cyan", "elf-string": "magenta", "text": "blue"}
 MAX_ROWS = 40
+MAX_TABLE = 1000  # rows drawn as a table; longer listings are plain columns
+MAX_PACKAGES = 200  # diff rows shown, largest size change first
 EVIDENCE_ROWS = 5
 
 
@@ -199,15 +201,20 @@ def render_why(console, closure, explanations, findings, added, query: bool) -> 
 def render_size(console, closure, rows, total: int) -> None:
     header(console, "size", "nix-store", closure.roots)
     console.print(f"{_plural(rows.paths, 'path')}, closure {format_size(total)}")
-    table = Table(header_style="dim", pad_edge=False, box=None)
-    for col in ("added", "closure", "NAR"):
-        table.add_column(col, justify="right")
-    table.add_column("path", overflow="fold")
-    for r in rows:
-        table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
-                      _store_name(r.path))
     console.print()
-    console.print(table)
+    if len(rows) > MAX_TABLE:  # a table this long is for a pager: plain columns, written as they come
+        for r in rows:
+            console.file.write(f"{format_size(r.added_size):>11}  {format_size(r.closure_size):>11}  "
+                               f"{format_size(r.nar_size):>11}  {printable(_store_name(r.path))}\n")
+    else:
+        table = Table(header_style="dim", pad_edge=False, box=None)
+        for col in ("added", "closure", "NAR"):
+            table.add_column(col, justify="right")
+        table.add_column("path", overflow="fold")
+        for r in rows:
+            table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
+                          _store_name(r.path))
+        console.print(table)
     if len(rows) < rows.paths:
         console.print(Text(f"… {rows.paths - len(rows)} more paths (--top N, or --json)", style="dim"))
 
@@ -225,12 +232,14 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
     table.add_column("version")
     table.add_column("size", justify="right")
     table.add_column("delta", justify="right")
-    for p in packages:
+    for p in packages[:MAX_PACKAGES]:
         name = p.name if p.output == "out" else f"{p.name} ({p.output})"
         style = "bold red" if forbidden & set(p.new_paths) else {"added": "green", "removed": "dim"}.get(p.status, "")
         versions = f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}"
         table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
                       Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
+    if len(packages) > MAX_PACKAGES:
+        table.add_row(Text(f"… {len(packages) - MAX_PACKAGES} more packages (--json lists all)", style="dim"))
     console.print()
     console.print(table if packages else Text("the closures hold the same paths", style="green"))
     findings_tables(console, findings)
