@@ -59,13 +59,13 @@ def write(report: dict, out) -> None:
     """`report` as json.dumps(report, indent=2) writes it, piece by piece: a
     section that is an iterator (many rows) is written as a list one row at
     a time, so a report of 100,000 rows never exists whole in memory."""
-    block = _encoder()
     out("{")
     for k, (key, value) in enumerate(report.items()):
         out(("\n" if k == 0 else ",\n") + "  " + json.dumps(key) + ": ")
         if not isinstance(value, Iterator):
-            out(block(value).replace("\n", "\n  "))
+            out(json.dumps(value, indent=2).replace("\n", "\n  "))
             continue
+        block = _encoder()
         out("[")
         empty = True
         for item in value:
@@ -76,9 +76,9 @@ def write(report: dict, out) -> None:
 
 
 def _encoder():
-    """json.dumps(value, indent=2) as a function; orjson writes the same text
-    many times faster where it is installed and the text is ASCII (json.dumps
-    escapes everything else)."""
+    """json.dumps(value, indent=2) as a function for many rows; orjson writes
+    the same text many times faster where it is installed and the text is
+    ASCII (json.dumps escapes everything else)."""
     try:
         import orjson
     except ImportError:
