@@ -33,7 +33,9 @@ python3Packages.buildPythonApplication {
   build-system = [ python3Packages.setuptools ];
   dependencies = with python3Packages; [
     pyelftools
-    networkx
+    numpy
+    igraph
+    orjson
     rich
   ];
 
@@ -48,6 +50,7 @@ python3Packages.buildPythonApplication {
     python3Packages.pytestCheckHook
     python3Packages.hypothesis
     python3Packages.jsonschema
+    python3Packages.networkx
     patchelf
   ];
   # The real CUDA wheels are not in the sandbox; tests that need Nix's daemon

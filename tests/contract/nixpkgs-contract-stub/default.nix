@@ -110,6 +110,9 @@ let
       setuptools = tool "setuptools";
       pyelftools = tool "pyelftools";
       networkx = tool "networkx";
+      numpy = tool "numpy";
+      igraph = tool "igraph";
+      orjson = tool "orjson";
       rich = tool "rich";
       pytestCheckHook = tool "pytestCheckHook";
       hypothesis = tool "hypothesis";
