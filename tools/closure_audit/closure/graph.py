@@ -31,9 +31,9 @@ class Graph:
     """The reference graph of a closure (see the module's docstring)."""
 
     def __init__(self, paths: list[str], nar: np.ndarray, nix_closure: np.ndarray, ptr: np.ndarray,
-                 targets: np.ndarray, self_reference: np.ndarray):
+                 targets: np.ndarray, self_reference: np.ndarray, index: dict[str, int] | None = None):
         self.paths = paths
-        self.index = {p: i for i, p in enumerate(paths)}
+        self.index = index if index is not None else {p: i for i, p in enumerate(paths)}
         self.nar = nar  # NAR size of each path
         self.nix_closure = nix_closure  # closure size as Nix reported it; -1 where it did not
         self.ptr = ptr  # path i references targets[ptr[i]:ptr[i + 1]]
@@ -157,15 +157,21 @@ def build_graph(entries: dict[str, dict]) -> Graph:
     (absolute paths or store base names), closure_size (optional)}."""
     paths = sorted(entries)
     n = len(paths)
-    lookup = {p.rpartition("/")[2]: i for i, p in enumerate(paths)}  # base names, as Nix 2.33 writes them
-    lookup.update((p, i) for i, p in enumerate(paths))
     infos = [entries[p] for p in paths]
     ref_lists = [e["references"] for e in infos]
     counts = np.fromiter(map(len, ref_lists), dtype=np.int64, count=n)
-    try:
-        flat = np.array(list(map(lookup.__getitem__, chain.from_iterable(ref_lists))), dtype=np.int64)
-    except (KeyError, TypeError):
-        raise _incomplete(paths, ref_lists, lookup) from None
+    # References are looked up in one dictionary, in the form the dump writes
+    # them (a dictionary of 100,000 paths is much faster to search than one of
+    # 200,000); both forms only for a dump that mixes them.
+    absolute = {p: i for i, p in enumerate(paths)}
+    first = next((refs[0] for refs in ref_lists if refs), "/")
+    flat = _resolve(ref_lists, absolute) if str(first).startswith("/") else None
+    if flat is None:
+        lookup = {p.rpartition("/")[2]: i for i, p in enumerate(paths)}  # store base names, as Nix 2.33 writes
+        lookup.update(absolute)
+        flat = _resolve(ref_lists, lookup)
+        if flat is None:
+            raise _incomplete(paths, ref_lists, lookup)
     nar = np.fromiter((e["nar_size"] for e in infos), dtype=np.int64, count=n)
     nix_closure = np.fromiter((e.get("closure_size", -1) for e in infos), dtype=np.int64, count=n)
     sources = np.repeat(np.arange(n, dtype=np.int64), counts)
@@ -177,7 +183,14 @@ def build_graph(entries: dict[str, dict]) -> Graph:
         keys = np.unique(keys)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys // max(n, 1), minlength=n), out=ptr[1:])
-    return Graph(paths, nar, nix_closure, ptr, keys % max(n, 1), self_reference)
+    return Graph(paths, nar, nix_closure, ptr, keys % max(n, 1), self_reference, absolute)
+
+
+def _resolve(ref_lists: list[list], lookup: dict[str, int]) -> np.ndarray | None:
+    try:
+        return np.array(list(map(lookup.__getitem__, chain.from_iterable(ref_lists))), dtype=np.int64)
+    except (KeyError, TypeError):
+        return None
 
 
 def _incomplete(paths: list[str], ref_lists: list[list], lookup: dict) -> ClosureError:
