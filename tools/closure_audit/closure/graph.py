@@ -134,12 +134,8 @@ def parse_path_info(data, store: str, source: str) -> dict[str, dict]:
         raise ClosureError(f"{source}: not a nix path-info dump")
     out: dict[str, dict] = {}
     for path, info in items:
-        if not isinstance(path, str):
-            raise ClosureError(f"{source}: a store path is not a string")
-        if info is None:
-            raise ClosureError(f"path '{_absolute(path, store)}' is not valid in the store")
-        if not isinstance(info, dict):
-            raise ClosureError(f"{source}: the entry of {path} is not an object")
+        if type(info) is not dict or type(path) is not str:
+            raise _bad_entry(path, info, store, source)
         try:
             entry = {"nar_size": int(info["narSize"]), "references": info.get("references", [])}
             if type(entry["references"]) is not list:
@@ -148,8 +144,16 @@ def parse_path_info(data, store: str, source: str) -> dict[str, dict]:
                 entry["closure_size"] = int(info["closureSize"])
         except (KeyError, TypeError, ValueError):
             raise ClosureError(f"{source}: the entry of {path} has no usable narSize/references") from None
-        out[_absolute(path, info.get("storeDir", store))] = entry
+        out[path if path[:1] == "/" else _absolute(path, info.get("storeDir", store))] = entry
     return out
+
+
+def _bad_entry(path, info, store: str, source: str) -> ClosureError:
+    if not isinstance(path, str):
+        return ClosureError(f"{source}: a store path is not a string")
+    if info is None:
+        return ClosureError(f"path '{_absolute(path, store)}' is not valid in the store")
+    return ClosureError(f"{source}: the entry of {path} is not an object")
 
 
 def build_graph(entries: dict[str, dict]) -> Graph:
