@@ -12,7 +12,7 @@ reference graph (every chain from a root to them passes through it).
   recomputed. Otherwise it is computed only for the paths asked for (the rows
   a command shows) with word-parallel bitsets in topological order, 64
   paths to a word (reach.py); every path's (`size --all`) takes chunks of
-  4,096 paths so memory stays bounded.
+  2,048 paths so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .graph import Closure
 from .reach import UNREACHED, breadth_first, column_sums, condense, reached_by
 
 TOP = -1  # the immediate dominator of the roots, and of any path several roots reach by separate chains
-CHUNK = 4096  # paths whose closure sizes one pass computes: 512 bytes of bits per path of the graph
+CHUNK = 2048  # paths whose closure sizes one pass computes: 256 bytes of bits per path of the graph
 
 
 @dataclass
