@@ -12,10 +12,12 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .. import __version__, schemas
-from ..loader import model as ld
-from ..loader.model import Chain, LoadedObject
-from ..findings.rules import Finding
 from .text import printable
+
+TYPE_CHECKING = False  # typing's own constant, without importing typing
+if TYPE_CHECKING:  # the loader's model is imported by the one report that needs it (archs starts faster)
+    from ..findings.rules import Finding
+    from ..loader.model import Chain, LoadedObject
 
 def _clean(value):
     if isinstance(value, str):
@@ -107,6 +109,8 @@ def audit_json(report, tree: Chain | None = None) -> dict:
 
 
 def tree_json(chain: Chain) -> dict:
+    from ..loader import model as ld
+
     def node(obj: LoadedObject) -> dict:
         deps = []
         for res in obj.resolutions:
