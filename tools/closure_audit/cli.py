@@ -29,18 +29,17 @@ def command(name: str):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command line; with `only`, only that command's arguments are set
-    up (argparse makes a help formatter for every argument: milliseconds a
-    command that starts in tens of them should not spend)."""
+    """The command line; with `only` (a command), that command alone is set
+    up: argparse makes a parser and a help formatter per command and per
+    argument, milliseconds that a command starting in tens of them should
+    not spend on the others."""
     p = _Parser(prog="closure-audit",
                 description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.")
     p.add_argument("--version", action="version", version=f"closure-audit {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in [only] if only in COMMANDS else COMMANDS:
         module = command(name)
-        parser = sub.add_parser(name, help=module.HELP)
-        if only is None or name == only:
-            module.add_arguments(parser)
+        module.add_arguments(sub.add_parser(name, help=module.HELP))
     return p
 
 
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "audit")
     try:
-        args = build_parser(argv[0] if argv and argv[0] in COMMANDS else "").parse_args(argv)
+        args = build_parser(argv[0] if argv else None).parse_args(argv)
         if args.command is None:
             raise UsageError("a command or a target is required (try --help)")
         return command(args.command).run(args)
