@@ -39,15 +39,16 @@ def one(library: str, dump: str, runs: int) -> dict:
     n, root = len(g), closure.root_ids[0]
     sources = np.repeat(np.arange(n), np.diff(g.ptr))
     edges = list(zip(sources.tolist(), g.targets.tolist())) + [(n, root)]
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     times: dict[str, list[float]] = {"build": [], "dominators": [], "reach": []}
+    held = 0.0
     for _ in range(runs):
+        before = _resident()
         t0 = time.perf_counter()
         if library == "networkx":
             import networkx as nx
 
             G = nx.DiGraph(edges)
-            t1 = time.perf_counter()
+            t1, grown = time.perf_counter(), _resident() - before
             nx.immediate_dominators(G, n)
             t2 = time.perf_counter()
             nx.descendants(G, root)
@@ -55,7 +56,7 @@ def one(library: str, dump: str, runs: int) -> dict:
             import igraph
 
             G = igraph.Graph(n=n + 1, edges=edges, directed=True)
-            t1 = time.perf_counter()
+            t1, grown = time.perf_counter(), _resident() - before
             G.dominator(n, mode="out")
             t2 = time.perf_counter()
             G.subcomponent(root, mode="out")
@@ -65,20 +66,34 @@ def one(library: str, dump: str, runs: int) -> dict:
             G = rx.PyDiGraph()
             G.add_nodes_from(range(n + 1))
             G.add_edges_from_no_data(edges)
-            t1 = time.perf_counter()
+            t1, grown = time.perf_counter(), _resident() - before
             rx.immediate_dominators(G, n)
             t2 = time.perf_counter()
             rx.descendants(G, root)
         else:  # the arrays themselves: no graph to build, no dominators
             t1 = t2 = time.perf_counter()
+            grown = sum(a.nbytes for a in (g.ptr, g.targets, g.nar, g.nix_closure, g.self_reference)) / 2**20
             breadth_first(g.ptr, g.targets, [root])
         t3 = time.perf_counter()
         for key, value in (("build", t1 - t0), ("dominators", t2 - t1), ("reach", t3 - t2)):
             times[key].append(value)
+        held = max(held, grown)
         G = None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if library == "networkx":  # Python objects reuse memory freed before: count them one by one
+        import tracemalloc
+
+        tracemalloc.start()
+        G = nx.DiGraph(edges)
+        held = tracemalloc.get_traced_memory()[0] / 2**20
+        tracemalloc.stop()
     return {"library": library, **{k: statistics.median(v) for k, v in times.items()},
-            "extra_mb": (peak - base) / 1024, "paths": n, "edges": g.edges}
+            "held_mb": held, "paths": n, "edges": g.edges}
+
+
+def _resident() -> float:
+    """Resident memory now, in MB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def main() -> int:
@@ -94,7 +109,7 @@ def main() -> int:
     from bench_scale import dump
 
     f = str(dump(args.paths, closure_size=False))
-    print(f"{'library':10} {'build s':>8} {'dominators s':>13} {'reach s':>8} {'memory MB':>10}")
+    print(f"{'library':10} {'build s':>8} {'dominators s':>13} {'reach s':>8} {'graph MB':>9}")
     for library in LIBRARIES:
         p = subprocess.run([sys.executable, __file__, "--one", library, "--dump", f, "--runs", str(args.runs)],
                            capture_output=True, text=True)
@@ -102,7 +117,7 @@ def main() -> int:
             print(f"{library:10} failed: {p.stderr.strip().splitlines()[-1:]}")
             continue
         r = json.loads(p.stdout)
-        print(f"{library:10} {r['build']:8.2f} {r['dominators']:13.2f} {r['reach']:8.2f} {r['extra_mb']:10.0f}")
+        print(f"{library:10} {r['build']:8.2f} {r['dominators']:13.2f} {r['reach']:8.2f} {r['held_mb']:9.0f}")
     print(f"({r['paths']:,} paths, {r['edges']:,} references)")
     return 0
 

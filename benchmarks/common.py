@@ -25,14 +25,19 @@ TORCH = "torch==2.14.1"
 
 
 def closure_audit_command() -> list[str]:
-    """The installed console script when there is one (what users run),
-    else this interpreter with the source tree on the path."""
-    script = shutil.which("closure-audit")
-    if script:
-        return [script]
+    """closure-audit as users run it: this checkout installed, with its
+    dependencies, into a virtual environment in the cache. Not an editable
+    install: its import hook costs every start-up milliseconds no user pays."""
     root = Path(__file__).resolve().parent.parent
-    os.environ["PYTHONPATH"] = str(root / "tools") + os.pathsep + os.environ.get("PYTHONPATH", "")
-    return [sys.executable, "-m", "closure_audit"]
+    venv = CACHE / "venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    print(f"installing closure-audit from {root} into {venv} ...", file=sys.stderr)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run(pip + [str(root)], check=True)
+    subprocess.run(pip + ["--no-deps", "--force-reinstall", str(root)], check=True)
+    return [str(venv / "bin" / "closure-audit")]
 
 
 def wheel_dir(wheels: str | None) -> Path:
