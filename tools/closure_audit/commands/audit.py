@@ -36,6 +36,8 @@ class Report:
     entry_points: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)
     skipped_links: int = 0
+    opened: list = field(default_factory=list)  # findings.opened.Row: what objects open at run time
+    bytes_scanned: int = 0  # of read-only data, for the names
 
     @property
     def failed(self) -> bool:
@@ -64,6 +66,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
     from ..findings.loading import judge_loading
+    from ..findings.opened import judge_opened
     from ..loader.chains import resolve
     from ..loader.model import Loader
 
@@ -76,8 +79,10 @@ def audit(targets: list[str], policy, root: str | None = None,
     loader = Loader(env, known=walked.scan.elf)
     resolved = resolve(loader, walked.scan.elf)
     judge_loading(loader, resolved, findings)
+    opened = judge_opened(loader, resolved, findings)
     report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
-                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links)
+                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links, opened.rows,
+                    opened.bytes_scanned)
     return report, loader
 
 

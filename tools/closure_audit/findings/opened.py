@@ -12,13 +12,14 @@ byte offset in the opener.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..elf.reader import ElfFile
 from ..elf.strings import read_many
 from ..loader import dlopen
+from ..loader.chains import Resolved
 from ..loader.model import ALREADY_LOADED, DRIVER, NOT_FOUND, PRELOADED, Chain, Loader
+from .collector import Findings
 
 UNRESOLVED, OPTIONAL_ABSENT, UNKNOWN_ABSENT = (
     "unresolved-dlopen-library", "optional-dlopen-library", "unknown-dlopen-library")
@@ -47,12 +48,13 @@ class Row:
 
 class OpenedJudge:
     """Reads the names once per object, resolves them in every chain that
-    loads the object, and reports through `add(rule, file, message, **fields)`."""
+    loads the object, and adds findings to the run's collector."""
 
-    def __init__(self, loader: Loader, add: Callable[..., None]):
+    def __init__(self, loader: Loader, findings: Findings, providers: dict[str, list[str]] | None = None):
         self.loader = loader
         self.env = loader.env
-        self.add = add
+        self.add = findings.add
+        self.providers = providers or {}
         self.bytes_scanned = 0
         self.problems: list[tuple[str, str]] = []
         self._requests: dict[str, list[dlopen.Request]] = {}
@@ -132,16 +134,41 @@ class OpenedJudge:
         searched = f"searched {len(res.searched)} director{'y' if len(res.searched) == 1 else 'ies'}"
         if res.error:
             searched = res.error
-        text = (f"opens {request.name} at run time (string {request.string!r} at offset {request.offset:#x}), "
-                f"which is not in the {where}; {searched}{found}")
+        text = f"opens {_named(request)}, which is not in the {where}; {searched}{found}"
         fields = dict(needed=request.name, searched=res.searched, found=res.path if res.how != NOT_FOUND else None,
                       chain=[o.real for o in _loaders(chain, file)], **self._evidence(request))
-        if request.klass == "toolkit":
+        providers = [] if res.error else self.providers.get(request.name, [])
+        if request.klass == "toolkit" and providers and not chain.root.elf.is_executable and res.how == NOT_FOUND:
+            # As for a DT_NEEDED entry: the audit holds the file, this object's
+            # search path does not reach it, so it loads only where the process has it already.
+            self.add("needs-preloaded-library", file,
+                     f"opens {_named(request)}, which is not in its search path; it loads only if the "
+                     f"process already has {providers[0]}",
+                     providers=providers, **fields)
+        elif request.klass == "toolkit":
             self.add(UNRESOLVED, file, text, **fields)
         elif request.klass == "optional":
-            self.add(OPTIONAL_ABSENT, file, text + ": optional, what needs it is off", **fields)
+            self.add(OPTIONAL_ABSENT, file, f"may open {_named(request)}, found nowhere: optional, what needs it "
+                     f"is off", **fields)
         elif request.klass == "unknown":
             self.add(UNKNOWN_ABSENT, file, text, **fields)
+
+
+def _named(request: dlopen.Request) -> str:
+    """How a finding names what is opened: the name, and the string with its offset."""
+    string = "" if request.string == request.name else f" {request.string!r}"
+    return f"{request.name} (string{string} at offset {request.offset:#x})"
+
+
+def judge_opened(loader: Loader, resolved: Resolved, findings: Findings) -> OpenedJudge:
+    """Judge every chain; the judge keeps the rows for the listing."""
+    judge = OpenedJudge(loader, findings, resolved.providers)
+    judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf})
+    for chain in resolved.chains:
+        judge.judge(chain)
+    for path, reason in judge.problems:
+        findings.add("invalid-elf", path, reason, reason=reason)
+    return judge
 
 
 def _loaders(chain: Chain, file: str) -> list:

@@ -32,7 +32,7 @@ _RULES = (
     Rule("resolved-on-host", None, WARNING, ("needed", "host_path"),
          "A library outside the C runtime family resolves only from outside the tree."),
     Rule("missing-driver-runpath", ERROR, None, ("needed",),
-         "An object needs a driver library but has no driver directory in its runpath."),
+         "An object needs or opens a driver library but has no driver directory in its runpath."),
     Rule("stub-in-runpath", ERROR, ERROR, ("entry",),
          "A runpath directory holds a stub driver library that would load instead of the driver."),
     Rule("runpath-missing-dir", WARNING, WARNING, ("entry",),
@@ -43,6 +43,13 @@ _RULES = (
          "An empty runpath component, which the loader reads as the working directory."),
     Rule("ambiguous-library", WARNING, WARNING, ("needed", "winner", "others"),
          "Two runpath directories of one object offer different files under one name."),
+    # What objects open at run time (dlopen), named in their read-only data.
+    Rule("unresolved-dlopen-library", ERROR, ERROR, ("needed", "string", "offset"),
+         "A CUDA toolkit library an object opens at run time is not in the closure or tree."),
+    Rule("optional-dlopen-library", INFO, INFO, ("needed", "string", "offset"),
+         "An optional library an object may open at run time is not found: what needs it is off."),
+    Rule("unknown-dlopen-library", INFO, INFO, ("needed", "string", "offset"),
+         "A library of no known class an object may open at run time is not found."),
     Rule("invalid-elf", WARNING, WARNING, ("reason",),
          "A file that cannot be read as ELF, or cannot be read at all."),
     # Closure rules (why, gate): closures are always in the store.

@@ -63,9 +63,11 @@ def audit_json(report, tree: Chain | None = None) -> dict:
                                 "host_dirs": list(env.host_dirs), "driver_dirs": list(env.driver_dirs)}}
     if tree is not None:
         sections["tree"] = tree_json(tree)
+    sections["opened"] = [r.to_json() for r in report.opened]
     return envelope("audit", report.targets, report.mode, report.findings,
                     {"files": report.files, "elf_files": report.elf_files,
-                     "entry_points": len(report.entry_points)}, **sections)
+                     "entry_points": len(report.entry_points), "opened": len(report.opened),
+                     "bytes_scanned": report.bytes_scanned}, **sections)
 
 
 def tree_json(chain: Chain) -> dict:
