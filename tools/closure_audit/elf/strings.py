@@ -89,7 +89,7 @@ def read_names(path: str) -> tuple[list[NameString], int]:
         os.close(fd)
 
 
-PARALLEL_MIN = 64 << 20  # files this big in all are shared among worker processes
+BIG = 4 << 20  # files from this size on are read by worker processes, when there are CPUs for them
 
 
 def _read_or_error(path: str) -> tuple[list[NameString], int] | str:
@@ -99,36 +99,47 @@ def _read_or_error(path: str) -> tuple[list[NameString], int] | str:
         return f"unreadable: {exc.strerror or exc}"
 
 
-def read_many(paths: list[str], workers: int | None = None) -> dict[str, tuple[list[NameString], int] | str]:
-    """read_names over many files: path -> (names, bytes searched), or the
-    reason a file could not be read. The search is bound by the CPU, so the
-    biggest files go to worker processes, one per CPU, while this process
-    takes the rest."""
-    workers = workers if workers is not None else (os.cpu_count() or 1)
-    sizes = {}
-    for p in paths:
-        try:
-            sizes[p] = os.stat(p).st_size
-        except OSError as exc:
-            sizes[p] = 0
-    big = sorted((p for p in paths if sizes[p] >= 8 << 20), key=sizes.__getitem__, reverse=True)
-    out: dict[str, tuple[list[NameString], int] | str] = {}
-    pool = None
-    futures = {}
-    if workers > 1 and sum(sizes[p] for p in big) >= PARALLEL_MIN:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+class NameReader:
+    """Reads the names of many files. The search is bound by the CPU and the
+    walk that finds the files by system calls, so big files go to worker
+    processes the moment they are found (submit) and are read while the walk
+    goes on; small ones are read here when the results are asked for."""
 
-        pool = ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("fork"))
-        # Every other big file to the workers, the rest here: both sides get a share of the bytes.
-        futures = {p: pool.submit(_read_or_error, p) for p in big[::2]}
-    try:
-        for p in paths:
-            if p not in futures:
-                out[p] = _read_or_error(p)
-        for p, fut in futures.items():
-            out[p] = fut.result()
-    finally:
-        if pool is not None:
-            pool.shutdown()
-    return out
+    def __init__(self, workers: int | None = None):
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self._pool = None
+        self._pending: dict[str, object] = {}  # path -> future, or None: read here
+
+    def submit(self, path: str) -> None:
+        if path in self._pending:
+            return
+        future = None
+        if self.workers > 1:
+            try:
+                big = os.stat(path).st_size >= BIG
+            except OSError:
+                big = False
+            if big:
+                if self._pool is None:
+                    import multiprocessing
+                    from concurrent.futures import ProcessPoolExecutor
+
+                    self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+                future = self._pool.submit(_read_or_error, path)
+        self._pending[path] = future
+
+    def results(self) -> dict[str, tuple[list[NameString], int] | str]:
+        """path -> (names, bytes searched), or why the file could not be read."""
+        out = {p: _read_or_error(p) for p, f in self._pending.items() if f is None}
+        try:
+            for p, f in self._pending.items():
+                if f is not None:
+                    out[p] = f.result()
+        finally:
+            self.close()
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None

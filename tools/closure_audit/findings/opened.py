@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..elf.reader import ElfFile
-from ..elf.strings import read_many
+from ..elf.strings import NameReader
 from ..loader import dlopen
 from ..loader.chains import Resolved
 from ..loader.model import ALREADY_LOADED, DRIVER, NOT_FOUND, PRELOADED, Chain, Loader
@@ -60,16 +60,25 @@ class OpenedJudge:
         self._requests: dict[str, list[dlopen.Request]] = {}
         self._rows: dict[tuple[str, str], Row] = {}
 
-    def read(self, objects: dict[str, ElfFile]) -> None:
-        """Read the names of many objects at once, in parallel where it pays."""
-        todo = [p for p, elf in objects.items() if p not in self._requests and elf.loadable and elf.has_dynamic]
-        for path, got in read_many(todo).items():
-            self._store(path, objects[path], got)
+    def read(self, objects: dict[str, ElfFile], names: dict | None = None) -> None:
+        """Take the names of many objects: those already read (`names`, from
+        a NameReader), and read the rest, big files in parallel."""
+        names = dict(names or {})
+        reader = NameReader()
+        for p in objects:
+            if p not in names and p not in self._requests:
+                reader.submit(p)
+        names.update(reader.results())
+        for path, got in names.items():
+            if path in objects and path not in self._requests:
+                self._store(path, objects[path], got)
 
     def requests(self, path: str, elf: ElfFile) -> list[dlopen.Request]:
         found = self._requests.get(path)
         if found is None:
-            found = self._store(path, elf, read_many([path], 1)[path])
+            reader = NameReader(1)
+            reader.submit(path)
+            found = self._store(path, elf, reader.results()[path])
         return found
 
     def _store(self, path: str, elf: ElfFile, got) -> list[dlopen.Request]:
@@ -160,10 +169,11 @@ def _named(request: dlopen.Request) -> str:
     return f"{request.name} (string{string} at offset {request.offset:#x})"
 
 
-def judge_opened(loader: Loader, resolved: Resolved, findings: Findings) -> OpenedJudge:
-    """Judge every chain; the judge keeps the rows for the listing."""
+def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, names: dict | None = None) -> OpenedJudge:
+    """Judge every chain; the judge keeps the rows for the listing. `names`:
+    what a NameReader already read, by path."""
     judge = OpenedJudge(loader, findings, resolved.providers)
-    judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf})
+    judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf}, names)
     for chain in resolved.chains:
         judge.judge(chain)
     for path, reason in judge.problems:

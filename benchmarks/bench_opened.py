@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""The dlopen-aware audit against scanelf and strings on the real PyTorch tree.
+
+On torch 2.14.1 (CUDA build) and NVIDIA's CUDA 13 wheels laid out as pip does
+(benchmarks/common.py), times in one run, on the same tree:
+
+  closure-audit audit --json TREE       every need resolved, every name in
+                                        read-only data listed and resolved
+  scanelf -R TREE                       lists ELF files, resolves nothing
+  strings -a FILE | grep '\\.so'         every ELF file, one pipeline each
+
+Targets: the audit at most 2x scanelf's time, and faster than the strings
+pipelines over the same files. Exit status 1 when a target is missed.
+
+  python3 benchmarks/bench_opened.py [--wheels DIR] [--tree DIR] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+
+from common import closure_audit_command, measure, require, torch_tree, verdict
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wheels", help="directory with the torch and nvidia wheels (default: pip downloads)")
+    ap.add_argument("--tree", help="where to lay them out (default: a cache directory)")
+    ap.add_argument("--runs", type=int, default=9)
+    args = ap.parse_args()
+
+    require("/usr/bin/time", "time")
+    scanelf = require("scanelf", "pax-utils")
+    strings = require("strings", "binutils")
+    tree = torch_tree(args.wheels, args.tree)
+    listing = subprocess.run([scanelf, "-R", "-B", "-F", "%F", str(tree)], capture_output=True, text=True)
+    elf_files = [line for line in listing.stdout.splitlines() if line]
+    audit_cmd = closure_audit_command() + ["audit", "--json", str(tree)]
+    report = json.loads(subprocess.run(audit_cmd, capture_output=True, text=True).stdout)
+    s = report["summary"]
+    print(f"tree: {tree} ({s['files']:,} files, {len(elf_files)} ELF files)")
+    print(f"read-only data searched: {s['bytes_scanned'] / 2**20:.0f} MiB; "
+          f"{s['opened']} opened names in {len({o['file'] for o in report['opened']})} objects")
+
+    loop = "for f in " + " ".join(shlex.quote(f) for f in elf_files) + "; do " \
+           f"{shlex.quote(strings)} -a \"$f\" | grep '\\.so'; done"
+    audit = measure("closure-audit audit", audit_cmd, args.runs)
+    scan = measure("scanelf -R", [scanelf, "-R", str(tree)], args.runs)
+    grep = measure("strings -a | grep '\\.so'", ["/bin/sh", "-c", loop], max(3, args.runs // 3))
+    if audit.returncode not in (0, 1):
+        print(f"closure-audit failed with exit status {audit.returncode}")
+        return 1
+
+    print()
+    print(f"{'command':30} {'median s':>9} {'peak MB':>8}")
+    for t in (audit, scan, grep):
+        print(f"{t.label:30} {t.seconds:9.3f} {t.peak_mb:8.1f}")
+    vs_scan = audit.seconds / scan.seconds
+    vs_strings = grep.seconds / audit.seconds
+    print()
+    checks = [
+        (f"closure-audit / scanelf = {vs_scan:.2f}x (target <= 2x)", vs_scan <= 2),
+        (f"strings|grep / closure-audit = {vs_strings:.1f}x (target > 1x: the audit is faster)", vs_strings > 1),
+    ]
+    for text, ok in checks:
+        print(f"{verdict(ok)}  {text}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
