@@ -38,6 +38,7 @@ class Report:
     skipped_links: int = 0
     opened: list = field(default_factory=list)  # findings.opened.Row: what objects open at run time
     bytes_scanned: int = 0  # of read-only data, for the names
+    chains: list = field(default_factory=list)  # loader.model.Chain: every load chain resolved
 
     @property
     def failed(self) -> bool:
@@ -90,7 +91,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     opened = judge_opened(loader, resolved, findings, names.results())
     report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
                     resolved.entry_points, findings.sorted(), walked.scan.skipped_links, opened.rows,
-                    opened.bytes_scanned)
+                    opened.bytes_scanned, resolved.chains)
     return report, loader
 
 

@@ -369,3 +369,28 @@ def render_archs(console, report) -> None:
                            style="yellow" if prunable else "green"))
     findings_tables(console, report.findings, short)
     verdict(console, report.findings)
+
+
+# -- doctor ----------------------------------------------------------------------
+
+_STATUS = {"ok": ("ok", "green"), "info": ("info", "cyan"), "warning": ("warning", "yellow"),
+           "error": ("error", "bold red")}
+
+
+def render_doctor(console, host, facts, checks, findings) -> None:
+    header(console, "doctor", facts.mode if facts else "host", facts.targets if facts else [host.root])
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True, style="bold")
+    table.add_column("what", overflow="fold")
+    for c in checks:
+        word, style = _STATUS[c.status]
+        text = Text(printable(c.message))
+        for i, fix in enumerate(c.fixes, 1):
+            text.append(f"\nfix {i}: ", style="bold")
+            text.append(printable(fix.text))
+            if fix.trade_off:
+                text.append(f"\n       {printable(fix.trade_off)}", style="dim")
+        table.add_row(Text(word, style=style), c.check, text)
+    console.print(table)
+    verdict(console, findings)
