@@ -140,15 +140,17 @@ class DoctorJudge:
                       rule="driver-missing", fixes=fixes)
             return None
         found = f"{d.path}" + (f" -> {d.real}" if d.real != d.path else "")
-        if target is None or target.mode == "tree":
-            if target is not None and target.driver.objects:
-                who = f"{len(target.driver.objects)} object{'s' * (len(target.driver.objects) != 1)} of the target"
-                self.line("driver-library", f"{who} load the host's driver: {found}")
-            elif h.kind == "nixos" or d.path.startswith(NIXOS_DRIVER_DIR):
+        if target is not None and target.mode == "tree":
+            n = len(target.driver.objects)
+            who = f"{n} object{'s' * (n != 1)} of the target load" if n else "the target's programs would load"
+            self.line("driver-library", f"{who} the host's driver: {found}")
+            return d.version
+        if target is None:
+            if h.kind == "nixos" or d.path.startswith(NIXOS_DRIVER_DIR):
                 self.line("driver-library", f"driver at {found}")
             else:
                 self.line("driver-library", f"the host keeps its driver at {found}; Nix programs look in "
-                          f"{NIXOS_DRIVER_DIR}, which this host does not have", rule="driver-unreachable",
+                          f"{NIXOS_DRIVER_DIR}, which this host does not have", rule="no-driver-directory",
                           fixes=_reach_fixes(_dir(d.path), h))
             return d.version
         use = target.driver
@@ -282,8 +284,10 @@ class DoctorJudge:
                           "execution on the device\"", rule="no-kernel-image", file=none[0], capability=cap,
                           files=none, fixes=self._arch_fixes(cap, runtime))
             elif jit:
+                ptx = max((c for c in files[jit[0]] if c.kind == "compute" and runs_on(c, device)),
+                          key=lambda c: (c.major, c.minor))
                 self.line("gpu-code", f"{label}: {len(jit)} of {len(files)} files run on it only by JIT-compiling "
-                          f"PTX at first start ({jit[0]})", rule="jit-only-gpu-arch", file=jit[0], capability=cap,
+                          f"PTX ({ptx.name}) at first start ({jit[0]})", rule="jit-only-gpu-arch", file=jit[0], capability=cap, ptx=ptx.name,
                           fixes=self._arch_fixes(cap, runtime)[:1])
             else:
                 self.line("gpu-code", f"{label}: every one of {len(files)} files with GPU code has a cubin for it")

@@ -66,6 +66,8 @@ _RULES = (
          "The host has no NVIDIA driver library, or its kernel module is not loaded."),
     Rule("driver-unreachable", ERROR, ERROR, (),
          "The target's programs cannot reach the host's driver library."),
+    Rule("no-driver-directory", WARNING, WARNING, (),
+         "The host keeps its driver where Nix programs do not look (no /run/opengl-driver/lib)."),
     Rule("driver-version-unknown", WARNING, WARNING, (),
          "The user-space driver's version cannot be told, so it cannot be checked."),
     Rule("driver-kernel-mismatch", ERROR, ERROR, ("user_version", "kernel_version"),
