@@ -51,6 +51,8 @@ RUNTIME_FAMILIES = (
     ("nvJitLink plug-ins", "lib%s.so", "libNAME.so", "nvJitLink, from a name it is given", "unknown"),
     ("NCCL plug-ins", "%s-%s.so", "libnccl-net-NAME.so, libnccl-tuner-NAME.so, ...",
      "NCCL, from NCCL_NET_PLUGIN and friends", "optional"),
+    ("NVSHMEM transports", "nvshmem_transport_*.so.%d", "nvshmem_transport_NAME.so.MAJOR",
+     "NVSHMEM, from its own major version", None),
     ("NUMA", "libnuma.so.%s", "libnuma.so.VERSION", "cuFile, from the version it probes", None),
 )
 _DIRECTIVE = re.compile(r"%[-+ #0-9.]*[a-zA-Z]")

@@ -26,7 +26,8 @@ OPENED_CLASSES = (
         "libcufftw.so*", "libcurand.so*", "libcusparse.so*", "libcusparseLt.so*", "libcusolver.so*",
         "libcusolverMg.so*", "libcudnn*.so*", "libnccl.so*", "libnvshmem*.so*", "libcupti.so*",
         "libnvperf_host.so*", "libnvperf_target.so*", "libcufile.so*", "libcufile_rdma.so*", "libnpp*.so*",
-        "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*")),
+        "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*",
+        "nvshmem_*.so*")),
     ("optional", (
         "libibverbs.so*", "libmlx5.so*", "librdmacm.so*", "libgdrapi.so*", "libfabric.so*", "libucp.so*",
         "libucs.so*", "libmpi*.so*", "liboshmem.so*", "libpmix.so*", "libnuma.so*", "libEGL.so*", "libGL.so*",
