@@ -17,36 +17,29 @@ pipelines over the same files. Exit status 1 when a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import subprocess
 import sys
 
-from common import closure_audit_command, measure, require, torch_tree, verdict
+from common import closure_audit_command, elf_files, measure, report, require, torch_tree, tree_arguments
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--wheels", help="directory with the torch and nvidia wheels (default: pip downloads)")
-    ap.add_argument("--tree", help="where to lay them out (default: a cache directory)")
-    ap.add_argument("--runs", type=int, default=9)
-    args = ap.parse_args()
-
+    args = tree_arguments(__doc__, runs=9)
     require("/usr/bin/time", "time")
     scanelf = require("scanelf", "pax-utils")
     strings = require("strings", "binutils")
     tree = torch_tree(args.wheels, args.tree)
-    listing = subprocess.run([scanelf, "-R", "-B", "-F", "%F", str(tree)], capture_output=True, text=True)
-    elf_files = [line for line in listing.stdout.splitlines() if line]
+    files = elf_files(scanelf, tree)
     audit_cmd = closure_audit_command() + ["audit", "--json", str(tree)]
     report = json.loads(subprocess.run(audit_cmd, capture_output=True, text=True).stdout)
     s = report["summary"]
-    print(f"tree: {tree} ({s['files']:,} files, {len(elf_files)} ELF files)")
+    print(f"tree: {tree} ({s['files']:,} files, {len(files)} ELF files)")
     print(f"read-only data searched: {s['bytes_scanned'] / 2**20:.0f} MiB; "
           f"{s['opened']} opened names in {len({o['file'] for o in report['opened']})} objects")
 
-    loop = "for f in " + " ".join(shlex.quote(f) for f in elf_files) + "; do " \
+    loop = "for f in " + " ".join(shlex.quote(f) for f in files) + "; do " \
            f"{shlex.quote(strings)} -a \"$f\" | grep '\\.so'; done"
     audit = measure("closure-audit audit", audit_cmd, args.runs)
     scan = measure("scanelf -R", [scanelf, "-R", str(tree)], args.runs)
@@ -55,20 +48,12 @@ def main() -> int:
         print(f"closure-audit failed with exit status {audit.returncode}")
         return 1
 
-    print()
-    print(f"{'command':30} {'median s':>9} {'peak MB':>8}")
-    for t in (audit, scan, grep):
-        print(f"{t.label:30} {t.seconds:9.3f} {t.peak_mb:8.1f}")
     vs_scan = audit.seconds / scan.seconds
     vs_strings = grep.seconds / audit.seconds
-    print()
-    checks = [
+    return report([audit, scan, grep], [
         (f"closure-audit / scanelf = {vs_scan:.2f}x (target <= 2x)", vs_scan <= 2),
         (f"strings|grep / closure-audit = {vs_strings:.1f}x (target > 1x: the audit is faster)", vs_strings > 1),
-    ]
-    for text, ok in checks:
-        print(f"{verdict(ok)}  {text}")
-    return 0 if all(ok for _, ok in checks) else 1
+    ])
 
 
 if __name__ == "__main__":

@@ -25,17 +25,15 @@ def opener_c(*names: str) -> str:
 
 
 BODY = rf"""
-rec {{
-  nvrtc = sh "fixture-cuda-nvrtc-13.0" ''
+let
+  # A store path holding lib/SONAME built from C source, with extra linker flags.
+  lib = name: soname: source: flags: sh name ''
     mkdir -p $out/lib
-    echo 'int nvrtc(void) {{ return 13; }}' > n.c
-    gcc -shared -fPIC -o $out/lib/libnvrtc.so.13 n.c -Wl,-soname,libnvrtc.so.13
+    gcc -shared -fPIC -x c -o $out/lib/${{soname}} ${{builtins.toFile "c.c" source}} -Wl,-soname,${{soname}} ${{flags}}
   '';
-  cublas = sh "fixture-libcublas-13.1" ''
-    mkdir -p $out/lib
-    printf '%s' "{opener_c("libcuda.so.1", "libcuda.so")}" > c.c
-    gcc -shared -fPIC -o $out/lib/libcublas.so.13 c.c -Wl,-soname,libcublas.so.13
-  '';
+in rec {{
+  nvrtc = lib "fixture-cuda-nvrtc-13.0" "libnvrtc.so.13" "int nvrtc(void) {{ return 13; }}" "";
+  cublas = lib "fixture-libcublas-13.1" "libcublas.so.13" "{opener_c("libcuda.so.1", "libcuda.so")}" "";
   cublasHooked = builtins.derivation {{
     name = "fixture-libcublas-hooked-13.1"; inherit system; builder = "/bin/bash";
     PATH = "/usr/local/bin:/usr/bin:/bin"; hook = {HOOK};
@@ -47,22 +45,10 @@ rec {{
       autoAddOpenGLRunpath
     '' ];
   }};
-  cublasLt = sh "fixture-libcublasLt-13.1" ''
-    mkdir -p $out/lib
-    printf '%s' "{opener_c("libnvrtc.so.13")}" > c.c
-    gcc -shared -fPIC -o $out/lib/libcublasLt.so.13 c.c -Wl,-soname,libcublasLt.so.13
-  '';
-  cublasLtWithNvrtc = sh "fixture-libcublasLt-nvrtc-13.1" ''
-    mkdir -p $out/lib
-    printf '%s' "{opener_c("libnvrtc.so.13")}" > c.c
-    gcc -shared -fPIC -o $out/lib/libcublasLt.so.13 c.c -Wl,-soname,libcublasLt.so.13 \
-      -Wl,--enable-new-dtags,-rpath,${{nvrtc}}/lib
-  '';
-  nccl = sh "fixture-nccl-2.30" ''
-    mkdir -p $out/lib
-    printf '%s' "{opener_c("libibverbs.so.1", "libgdrapi.so.2", "libmlx5.so.1")}" > c.c
-    gcc -shared -fPIC -o $out/lib/libnccl.so.2 c.c -Wl,-soname,libnccl.so.2
-  '';
+  cublasLt = lib "fixture-libcublasLt-13.1" "libcublasLt.so.13" "{opener_c("libnvrtc.so.13")}" "";
+  cublasLtWithNvrtc = lib "fixture-libcublasLt-nvrtc-13.1" "libcublasLt.so.13" "{opener_c("libnvrtc.so.13")}"
+    "-Wl,--enable-new-dtags,-rpath,${{nvrtc}}/lib";
+  nccl = lib "fixture-nccl-2.30" "libnccl.so.2" "{opener_c("libibverbs.so.1", "libgdrapi.so.2", "libmlx5.so.1")}" "";
 }}
 """
 

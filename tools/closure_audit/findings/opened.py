@@ -59,6 +59,7 @@ class OpenedJudge:
         self.problems: list[tuple[str, str]] = []
         self._requests: dict[str, list[dlopen.Request]] = {}
         self._rows: dict[tuple[str, str], Row] = {}
+        self._searches: dict = {}  # pattern searches, shared by every chain
 
     def read(self, objects: dict[str, ElfFile], names: dict | None = None) -> None:
         """Take the names of many objects: those already read (`names`, from
@@ -106,7 +107,7 @@ class OpenedJudge:
                 names = dlopen.loaded_names(chain)
             self._driver(chain, obj, [r for r in requests if r.klass == "driver"])
             for request in requests:
-                res = dlopen.resolve(self.loader, chain, obj, request, names)
+                res = dlopen.resolve(self.loader, chain, obj, request, names, self._searches)
                 inside = res.how in (DRIVER, ALREADY_LOADED, PRELOADED) or (
                     res.how != NOT_FOUND and self.env.inside(self.loader.realpath(res.path)))
                 row = Row(obj.real, request.name, request.string, request.offset, request.klass, request.family,

@@ -77,13 +77,22 @@ class Request:
         return self.patterns == (self.name,)
 
 
+def _matcher(patterns: tuple[str, ...]):
+    """One test for many fnmatch patterns: most are a prefix and a star, which
+    need no regular expression (compiling dozens costs more than the audit
+    spends matching)."""
+    prefixes = tuple(p[:-1] for p in patterns if p.endswith("*") and not any(c in p[:-1] for c in "*?["))
+    others = tuple(p for p in patterns if p[:-1] not in prefixes or not p.endswith("*"))
+    return lambda name: name.startswith(prefixes) or (bool(others) and matches_any(name, others))
+
+
+_CLASSES = tuple((klass, _matcher(patterns)) for klass, patterns in OPENED_CLASSES)
+
+
 def classify(name: str, driver_libraries: tuple[str, ...] = ()) -> str:
     if matches_any(name, driver_libraries):
         return "driver"
-    for klass, patterns in OPENED_CLASSES:
-        if matches_any(name, patterns):
-            return klass
-    return "unknown"
+    return next((klass for klass, test in _CLASSES if test(name)), "unknown")
 
 
 def family_of(string: str) -> tuple[str, str | None] | None:
@@ -163,9 +172,10 @@ def _loaded(names: dict[str, LoadedObject], request: Request) -> LoadedObject | 
 
 
 def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
-            names: dict[str, LoadedObject] | None = None) -> Resolution:
+            names: dict[str, LoadedObject] | None = None, cache: dict | None = None) -> Resolution:
     """Which file dlopen(request.name) from `obj` opens, in the process of
-    `chain` (whose loaded_names the caller may pass in, computed once)."""
+    `chain` (whose loaded_names the caller may pass in, computed once; `cache`
+    keeps pattern searches across calls)."""
     env: Environment = loader.env
     name = request.name
     if not request.patterns:
@@ -177,7 +187,15 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
         return Resolution(name, PRELOADED)
     dirs = loader.search_path(obj, chain.root)
     abi = chain.root.elf.abi_key()
-    res = loader.find(name, dirs, abi) if request.exact else _find_pattern(loader, name, request.patterns, dirs, abi)
+    if request.exact:
+        res = loader.find(name, dirs, abi)
+    else:
+        key = (request.patterns, id(dirs), abi)  # search paths are interned by the loader
+        res = None if cache is None else cache.get(key)
+        if res is None:
+            res = _find_pattern(loader, name, request.patterns, dirs, abi)
+            if cache is not None:
+                cache[key] = res
     if request.klass == "driver" and res.how in (NOT_FOUND, DEFAULT):
         if not env.nix or any(d.path in env.driver_dirs for d in dirs):
             return Resolution(name, DRIVER, searched=res.searched)
