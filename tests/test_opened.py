@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli, validate
 from closure_audit.commands.audit import audit
 from closure_audit.elf.reader import read_elf
-from closure_audit.elf.strings import read_names
+from closure_audit.elf.strings import names_in, read_names
 from closure_audit.findings.policy import Policy
 from closure_audit.loader import dlopen
 from closure_audit.loader import model as ld
@@ -57,6 +57,19 @@ def test_names_are_whole_strings_in_read_only_data_with_their_offsets(build):
         assert n.section.startswith(".rodata")
     # Only read-only data is read: not the writable array, not the whole file.
     assert "libwritable.so.1" not in names and 0 < searched < len(data) // 4
+
+
+@pytest.mark.parametrize("data, names", [
+    (b"\0have you linked against libtorch.so\0", []),  # inside a message
+    (b"\0cudaFree@libcudart.so.13\0", []),  # a versioned symbol
+    (b"\x82\xdclibcuda.so.1\0cuInit\0", ["libcuda.so.1"]),  # right after a table, no NUL between (cuBLAS)
+    (b"\x124Blibmlx5.so\0", ["libmlx5.so"]),  # table bytes that happen to be a digit and a capital
+    (b"\0skipping registration olibcuda.so.1\0", ["libcuda.so.1"]),  # after a message without its NUL (torch)
+    (b"\0%s-%s.so\0libnvrtc.so.%d\0", ["%s-%s.so", "libnvrtc.so.%d"]),
+    (b"\0libcuda.so.1 \0libfoo.so.x\0", []),  # not up to a NUL; not a version
+])
+def test_what_counts_as_a_name(data, names):
+    assert [n.text for n in names_in(data, 0, len(data), ".rodata")] == names
 
 
 def test_requests_fold_fallbacks_build_runtime_names_and_drop_what_is_needed(build):

@@ -8,11 +8,10 @@ those sections are read; code, relocations, unwind tables and the fat
 binaries that make up most of a CUDA library's bytes are never touched. An
 object without a section table (stripped of it) is read whole.
 
-A string counts when all of it, from the byte after a NUL to the next NUL,
-is a file name ending in `.so` or `.so.` plus a version, printf directives
-allowed (`libnvrtc.so.%d`): a name inside a message ("have you linked
-against libtorch.so?") or a versioned symbol (`cudaFree@libcudart.so.13`)
-is not one.
+A string counts when it is a file name ending in `.so` or `.so.` plus a
+version, printf directives allowed (`libnvrtc.so.%d`), up to a NUL: a name
+inside a message ("have you linked against libtorch.so?") or a versioned
+symbol (`cudaFree@libcudart.so.13`) is not one.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from dataclasses import dataclass
 from .reader import InvalidElf, parse_sections
 
 SECTIONS = (".rodata", ".lrodata")  # and their .rodata.* / .lrodata.* pieces
-# A lower-case letter or a directive first: bytes of a table just before a
-# name ("4Blibmlx5.so") are not part of it.
-_NAME = re.compile(rb"[a-z%][A-Za-z0-9_+.%-]*\.so(?:\.[0-9A-Za-z%]+)*")
+_NAME = re.compile(rb"[a-z%][A-Za-z0-9_+.%-]*\.so(?:\.(?:[0-9]+|%[0-9]*[a-z]))*")
+_RUN = re.compile(rb"[A-Za-z0-9_+.%-]*\Z")  # name characters up to the end of a buffer
 _LONGEST = 255  # NAME_MAX: no file name is longer
 _NEEDLE = b".so"
 
@@ -52,19 +50,44 @@ def _string_sections(data, size: int) -> list[tuple[str, int, int]]:
 
 def names_in(data, start: int, end: int, section: str) -> list[NameString]:
     """Soname-shaped strings in data[start:end]: every `.so` is found with
-    the buffer's own search (C speed), then widened to its NUL bounds."""
+    the buffer's own search (C speed), then widened to the name around it."""
     out = []
     pos = data.find(_NEEDLE, start, end)
     while pos >= 0:
-        head = data.rfind(b"\0", max(start, pos - _LONGEST), pos)
-        first = head + 1 if head >= 0 else (start if pos - start < _LONGEST else -1)
         tail = data.find(b"\0", pos, min(end, pos + _LONGEST))
-        if first >= 0 and tail > 0:
-            raw = data[first:tail]
-            if _NAME.fullmatch(raw):
-                out.append(NameString(first, raw.decode("ascii"), section))
+        if tail > 0:
+            first = _name_start(data, max(start, pos - _LONGEST), pos)
+            if first is not None:
+                raw = data[first:tail]
+                if _NAME.fullmatch(raw):
+                    out.append(NameString(first, raw.decode("ascii"), section))
         pos = data.find(_NEEDLE, pos + len(_NEEDLE), end)
     return out
+
+
+def _name_start(data, low: int, pos: int) -> int | None:
+    """Where the name ending in the `.so` at `pos` starts, or None when it is
+    part of text. Compilers pack a literal right after other data, NUL or not
+    (cuBLAS keeps `libcuda.so.1` right after a table; libtorch_cuda right
+    after a message stored without its NUL), so the name is found in the run
+    of file-name characters before `.so`:
+    - after binary data, from the run's first lower-case letter or directive
+      (table bytes that happen to be digits or capitals, `4Blibmlx5.so`, are
+      not part of it);
+    - after printable text (a space, `@`), the run is a word of that text
+      ("linked against libtorch.so", `cudaFree@libcudart.so.13`), unless a
+      `lib` inside it shows a name glued to the text ("registration
+      olibcuda.so.1")."""
+    run = low + _RUN.search(data[low:pos]).start()
+    if run == low and low > 0 and pos - low >= _LONGEST:
+        return None  # longer than any file name
+    if run > low and 0x20 <= data[run - 1] < 0x7F:
+        glued = data.find(b"lib", run + 1, pos)
+        return glued if glued > 0 else None
+    first = run
+    while first < pos and not (0x61 <= data[first] <= 0x7A or data[first] == 0x25):
+        first += 1
+    return first if first < pos else None
 
 
 def read_names(path: str) -> tuple[list[NameString], int]:
