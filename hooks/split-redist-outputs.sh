@@ -23,9 +23,25 @@
 # and bin, never static or stubs; out propagates dev (or lib and bin), so
 # that depending on out still gives a working package without a symlink farm.
 #
-# Opt out with dontSplitRedistOutputs=1. Sourced by plain bash this file only
-# defines the functions; they read $outputs and one variable per output, as
-# nixpkgs' builders set them, and need bash, coreutils, findutils and grep.
+# Opt out with dontSplitRedistOutputs=1. Sourcing this file defines the
+# functions and appends them to preFixupHooks and postFixupHooks, two of the
+# arrays nixpkgs' setup.sh declares and fixupPhase runs (runHook preFixup,
+# runHook postFixup): the split runs before fixup, so stripping and patching
+# see the final outputs. The functions read the output names as nixpkgs'
+# builders give them (a word list in $outputs, or with __structuredAttrs an
+# associative array, or getAllOutputNames where stdenv defines it) and one
+# variable per output; they need bash, coreutils, findutils and grep.
+
+# The declared output names, with or without __structuredAttrs.
+_redistOutputNames() {
+  if declare -F getAllOutputNames >/dev/null; then
+    getAllOutputNames
+  elif [[ $(declare -p outputs 2>/dev/null) == "declare -A"* ]]; then
+    echo "${!outputs[*]}"
+  else
+    echo "${outputs:-out}"
+  fi
+}
 
 # Sets _redistTarget to the output a file belongs to (a variable, not
 # output, so that thousands of headers cost no subshell each).
@@ -56,14 +72,15 @@ _redistOutputOf() {
 }
 
 _redistDeclared() {
-  [[ " ${outputs:-out} " == *" $1 "* ]]
+  [[ " $(_redistOutputNames) " == *" $1 "* ]]
 }
 
 splitRedistOutputs() {
   [[ -n ${dontSplitRedistOutputs-} ]] && return 0
   local root=${out:?splitRedistOutputs: \$out is not set}
-  local file rel kind target dest _redistTarget
+  local file rel kind target dest _redistTarget names
   local -a undeclared=() problems=()
+  names=$(_redistOutputNames)
   local -A executable=()
   while IFS= read -r -d '' file; do
     executable[$file]=1
@@ -94,7 +111,7 @@ splitRedistOutputs() {
   fi
 
   local output dir
-  for output in ${outputs:-out}; do
+  for output in $names; do
     [[ $output == out ]] && continue
     dir=${!output-}
     if [[ -z $dir || -z $(find "$dir" -mindepth 1 -not -path "$dir/nix-support" -not -path "$dir/nix-support/*" -print -quit 2>/dev/null) ]]; then
@@ -103,7 +120,7 @@ splitRedistOutputs() {
   done
 
   local -a dirs=()
-  for output in ${outputs:-out}; do
+  for output in $names; do
     [[ -d ${!output-} ]] && dirs+=("${!output}")
   done
   local dangling
@@ -144,9 +161,5 @@ propagateRedistOutputs() {
   fi
 }
 
-# Inside a nixpkgs stdenv build: split before fixup (so stripping and
-# patching see the final outputs), propagate after it.
-if [[ -n ${stdenv-} ]] && declare -p postInstallHooks >/dev/null 2>&1; then
-  postInstallHooks+=(splitRedistOutputs)
-  postFixupHooks+=(propagateRedistOutputs)
-fi
+preFixupHooks+=(splitRedistOutputs)
+postFixupHooks+=(propagateRedistOutputs)
