@@ -18,10 +18,12 @@
 #   registers;
 # - setup hooks ($setupHooks here, nativeBuildInputs' nix-support/setup-hook
 #   in nixpkgs) are sourced before any phase, in order;
-# - phases: unpackPhase (one tarball, cd into its single directory),
-#   installPhase (the $installPhase string), fixupPhase: make every output
-#   writable, runHook preFixup, runHook fixupOutput once per output with
-#   $prefix set to it, runHook postFixup.
+# - genericBuild runs the phases: unpackPhase (one tarball, cd into its
+#   single directory), installPhase (the $installPhase string), fixupPhase:
+#   make every output writable, runHook preFixup, runHook fixupOutput once
+#   per output with $prefix set to it, runHook postFixup.
+#
+# A builder runs `source setup.sh; genericBuild`.
 set -eu
 set -o pipefail
 shopt -s nullglob
@@ -34,6 +36,7 @@ if [[ -n ${NIX_ATTRS_SH_FILE-} && -e ${NIX_ATTRS_SH_FILE} ]]; then
         export "$__output=${outputs[$__output]}"
     done
     unset __output
+    export PATH
 else
     __structuredAttrs=
     : "${outputs:=out}"
@@ -115,9 +118,12 @@ fixupPhase() {
     runHook postFixup
 }
 
-for __phase in unpackPhase installPhase fixupPhase; do
-    "$__phase"
-done
-for __output in $(getAllOutputNames); do
-    mkdir -p "${!__output}"
-done
+genericBuild() {
+    local phase output
+    for phase in unpackPhase installPhase fixupPhase; do
+        "$phase"
+    done
+    for output in $(getAllOutputNames); do
+        mkdir -p "${!output}"
+    done
+}
