@@ -33,7 +33,7 @@ let
         lib.genAttrs replaced (n: ours.${n})
         // {
           inherit (cuda) flags;
-          nixcuda = cuda.about;
+          nixcudaRelease = cuda.about;
         }
       )
     else
@@ -42,7 +42,7 @@ let
         cuda.members self
         // {
           inherit (cuda) flags;
-          nixcuda = cuda.about;
+          nixcudaRelease = cuda.about;
           cudaMajorMinorVersion = version;
           cudaMajorVersion = lib.versions.major version;
           inherit (cuda.about) cudaMajorMinorPatchVersion;

@@ -447,7 +447,7 @@ def test_nixpkgs_default_cuda_set_and_its_versions_are_left_alone():
         same = p.cudaPackages.cudaMajorMinorVersion == prev.cudaPackages.cudaMajorMinorVersion;
         inherit (s) cudaMajorMinorVersion cudaMajorVersion cudaMajorMinorPatchVersion;
         hasCudaVersion = s ? cudaVersion;
-        about = s.nixcuda;
+        about = s.nixcudaRelease;
         toolkitName = s.cudatoolkit.name;
       }}
     """)
@@ -523,7 +523,7 @@ def test_cudnn_takes_the_matching_cuda_variant():
 def test_jetson_builds_use_the_linux_aarch64_archives():
     got = nix_eval(f"""
       let p = {pkgs(config=cuda('cudaCapabilities = [ "8.7" ];'), system="aarch64-linux")}; in {{
-        redist = {{ "12.9" = p.cudaPackages_12_9.nixcuda.redistSystem; "13.0" = p.cudaPackages_13_0.nixcuda.redistSystem; }};
+        redist = {{ "12.9" = p.cudaPackages_12_9.nixcudaRelease.redistSystem; "13.0" = p.cudaPackages_13_0.nixcudaRelease.redistSystem; }};
         # NVIDIA ships a linux-aarch64 archive, but no output list was made for it: nixpkgs' stays.
         cudartIsOurs = p.cudaPackages_12_9.cuda_cudart.stubArgs ? splitRedistStrict;
       }}
