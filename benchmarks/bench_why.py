@@ -129,7 +129,7 @@ def main() -> int:
 
     # The evidence scan alone, in this process, on the same referrers.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from closure_audit.evidence import Scanner
+    from closure_audit.closure.evidence import Scanner
 
     wanted: dict[str, dict[str, str]] = {}
     for f in report["findings"]:

@@ -1,7 +1,7 @@
 """Shared fixtures: real ELF files built by gcc, binutils and patchelf.
 
 Every file a test builds through `build` is also read with pyelftools right
-after it is made and compared with closure_audit.elf, so the reader is checked
+after it is made and compared with closure_audit.elf.reader, so the reader is checked
 against an independent implementation on every ELF file the tests build.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from closure_audit.elf import parse_sections, read_elf  # noqa: E402
+from closure_audit.elf.reader import parse_sections, read_elf  # noqa: E402
 
 CROSS = {  # binutils prefix -> (class, little-endian)
     "powerpc64-linux-gnu": (64, False),

@@ -6,7 +6,7 @@ import re
 
 from conftest import ROOT
 from closure_audit.cli import COMMANDS, build_parser
-from closure_audit.rules import RULES
+from closure_audit.findings.rules import RULES
 
 
 def test_the_rules_table_matches_the_catalogue():

@@ -8,8 +8,8 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from closure_audit import search
-from closure_audit.evidence import Scanner
+from closure_audit.elf import search
+from closure_audit.closure.evidence import Scanner
 
 HASHES = [b"0" * 32, b"abcdfghijklmnpqrsvwxyz0123456789", b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz1"]
 

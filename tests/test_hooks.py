@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from closure_audit.elf import read_elf
+from closure_audit.elf.reader import read_elf
 from nixstore import needs_nix, nix_build
 from parts import needs
 

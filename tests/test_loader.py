@@ -14,9 +14,9 @@ import subprocess
 import pytest
 
 from conftest import have
-from closure_audit import loader as ld
-from closure_audit.elf import read_elf
-from closure_audit.loader import Environment, Loader
+from closure_audit.loader import model as ld
+from closure_audit.elf.reader import read_elf
+from closure_audit.loader.model import Environment, Loader
 
 pytestmark = pytest.mark.fhs
 

@@ -18,7 +18,7 @@ import pytest
 import sys
 
 from conftest import ROOT, assert_matches_pyelftools, run_cli
-from closure_audit.walk import Walker
+from closure_audit.elf.walk import Walker
 
 TREE = os.environ.get("NIXCUDA_WHEELS")
 pytestmark = [pytest.mark.wheels, pytest.mark.skipif(not TREE, reason="set NIXCUDA_WHEELS to a torch+CUDA tree")]

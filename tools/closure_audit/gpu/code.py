@@ -61,7 +61,7 @@ def capability_table() -> dict:
     import json
 
     here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.join(here, "..", "..", "lib", "data", "cuda-capabilities.json")
+    source = os.path.join(here, "..", "..", "..", "lib", "data", "cuda-capabilities.json")
     if os.path.exists(source):
         with open(source, encoding="utf-8") as f:
             return json.load(f)["capabilities"]

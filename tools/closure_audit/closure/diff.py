@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .closure import Closure
-from .storepath import name_part, parse_name
+from .graph import Closure
+from ..storepath import name_part, parse_name
 
 ADDED, REMOVED, CHANGED, REBUILT = "added", "removed", "changed", "rebuilt"
 

@@ -24,8 +24,8 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from .elf import InvalidElf, parse_sections
-from .gpu import Code
+from .reader import InvalidElf, parse_sections
+from ..gpu.code import Code
 from .search import search_files
 
 MAGIC = 0xBA55ED50

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from .closure import Closure
+from .graph import Closure
 
 _TOP = "<roots>"  # virtual node above all roots
 

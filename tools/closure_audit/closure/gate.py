@@ -1,0 +1,142 @@
+"""The CI gate: every budget's closure and baseline are read first, then the
+budgets are checked against that data alone.
+
+The gate fails closed: a budget it cannot check (a closure or a baseline that
+cannot be read, a growth limit without a baseline) is an error (exit 2) raised
+while reading, before anything is judged, never a pass. docs/gate.md
+documents the budgets file (closure/budgets.py reads it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from .. import schemas
+from ..errors import BudgetError, ClosureError
+from ..findings.collector import Findings
+from ..findings.policy import Policy
+from ..storepath import name_part, store_dir
+from ..units import format_size
+from .budgets import Budget
+from .evidence import Scanner
+from .graph import Closure, load_closure, load_dump
+from .sizes import added_sizes, roots_closure_size
+from .why import Explanation, forbidden_paths
+
+@dataclass
+class Subject:
+    """What one budget is checked against."""
+
+    budget: Budget
+    closure: Closure
+    baseline_size: int | None
+
+
+@dataclass
+class Result:
+    budget: Budget
+    closure: Closure
+    closure_size: int
+    baseline_size: int | None = None
+    largest_added: list[tuple[str, int]] = field(default_factory=list)
+    explanations: list[Explanation] = field(default_factory=list)
+    added: dict[str, int] = field(default_factory=dict)
+
+    def passed(self, findings) -> bool:
+        return not any(f.severity == "error" and f.fields.get("target") == self.budget.name for f in findings)
+
+
+# -- read ------------------------------------------------------------------------
+
+def read_subjects(budgets: list[Budget], build: bool = False) -> list[Subject]:
+    """Every closure and baseline the budgets name. Raises BudgetError or
+    ClosureError when one cannot be read."""
+    subjects = []
+    for b in budgets:
+        if b.max_growth is not None and b.baseline is None:
+            raise BudgetError(f"target {b.name}: max-growth needs a baseline (in the budgets file or --baseline)")
+        closure = _read_closure(b, build)
+        subjects.append(Subject(b, closure, None if b.baseline is None else _baseline_size(b)))
+    return subjects
+
+
+def _read_closure(budget: Budget, build: bool) -> Closure:
+    if budget.path_info is not None:
+        return load_dump(budget.path_info, [])
+    if budget.target is None:
+        raise BudgetError(f"target {budget.name}: no installable, path or path-info to gate "
+                          f"(set one in the budgets file or pass --target {budget.name}=...)")
+    return load_closure([budget.target], build=build)
+
+
+def _baseline_size(budget: Budget) -> int:
+    """The baseline's closure size: from a saved closure-audit JSON report
+    (gate: the target of the same name; size: its total), a path-info dump, or
+    a store path."""
+    what = budget.baseline
+    assert what is not None
+    if os.path.isfile(what) and not what.startswith(store_dir() + "/"):
+        try:
+            with open(what, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BudgetError(f"baseline of {budget.name}: cannot read {what}: {exc}") from None
+        if isinstance(data, dict) and data.get("schema") == schemas.REPORT:
+            return _size_from_report(data, budget.name, what)
+        try:
+            return roots_closure_size(load_dump(what, []))
+        except ClosureError as exc:
+            raise BudgetError(f"baseline of {budget.name}: {exc}") from None
+    try:
+        return roots_closure_size(load_closure([what]))
+    except ClosureError as exc:
+        raise BudgetError(f"baseline of {budget.name}: {exc}") from None
+
+
+def _size_from_report(data: dict, name: str, file: str) -> int:
+    for t in data.get("targets", []):
+        if isinstance(t, dict) and t.get("name") == name and isinstance(t.get("closure_size"), int):
+            return t["closure_size"]
+    size = data.get("summary", {}).get("closure_size")
+    if data.get("command") == "size" and isinstance(size, int):
+        return size
+    raise BudgetError(f"baseline of {name}: {file} has no closure size for target {name!r}")
+
+
+# -- check -----------------------------------------------------------------------
+
+def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chains: bool = False) -> list[Result]:
+    """Judge every budget against what was read; findings go to `findings`."""
+    results = []
+    for s in subjects:
+        b, closure = s.budget, s.closure
+        total = roots_closure_size(closure)
+        added = added_sizes(closure)
+        r = Result(b, closure, total, s.baseline_size, added=added)
+        root = closure.roots[0]
+        if b.max_closure_size is not None and total > b.max_closure_size:
+            findings.add("closure-budget", root, f"{b.name}: closure is {format_size(total)}, over its budget of "
+                         f"{format_size(b.max_closure_size)}", target=b.name, closure_size=total,
+                         limit=b.max_closure_size)
+        if b.max_growth is not None and s.baseline_size is not None:
+            limit = b.max_growth.limit(s.baseline_size)
+            if total - s.baseline_size > limit:
+                findings.add("closure-growth", root, f"{b.name}: closure grew by "
+                             f"{format_size(total - s.baseline_size)} to {format_size(total)}, more than the "
+                             f"{b.max_growth.describe()} allowed", target=b.name, closure_size=total,
+                             baseline_size=s.baseline_size, limit=limit)
+        ranked = sorted(((p, n) for p, n in added.items() if p not in closure.roots), key=lambda x: (-x[1], x[0]))
+        r.largest_added = ranked[:10]
+        if b.max_added_size is not None:
+            for p, n in ranked:
+                if n <= b.max_added_size:
+                    break
+                findings.add("added-size-budget", p, f"{name_part(p)} adds {format_size(n)} to {b.name}, over "
+                             f"the {format_size(b.max_added_size)} allowed for one path", target=b.name,
+                             added_size=n, limit=b.max_added_size)
+        r.explanations = forbidden_paths(closure, b.policy(policy), findings, added=added, all_chains=all_chains,
+                                         scanner=Scanner(closure.store_dir), target=b.name)
+        results.append(r)
+    return results
