@@ -273,7 +273,7 @@ def test_a_real_redistributable_split_in_a_store_build(tmp_path, structured):
     assert (Path(out["dev"]) / "nix-support/propagated-build-inputs").read_text().split() == [out["lib"]]
     assert (Path(out["out"]) / "nix-support/propagated-build-inputs").read_text().split() == [out["dev"]]
     # The driver's directory, from the runpath hook in postFixup.
-    from closure_audit.elf import read_elf
+    from closure_audit.elf.reader import read_elf
 
     assert read_elf(out["lib"] + "/lib/libcudart.so.13").runpath.split(":")[0] == "/run/opengl-driver/lib"
     # A program linked against it runs, and its closure holds the lib output only.
