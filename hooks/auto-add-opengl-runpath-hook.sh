@@ -19,10 +19,10 @@
 # autoAddDriverRunpath (dontUseAutoAddDriverRunpath, dontUseAutoAddOpenGLRunpath),
 # which this hook may stand in for (overlays/driver-runpath.nix). Sourcing this
 # file defines autoAddOpenGLRunpath and appends it to postFixupHooks, which
-# nixpkgs' setup.sh declares and fixupPhase runs. It walks every output: the
-# names in $outputs (outputs="out lib", out=/path, lib=/path), or with
-# __structuredAttrs the keys of the associative array, or getAllOutputNames
-# where stdenv defines it. Needs bash, coreutils and patchelf on PATH.
+# nixpkgs' setup.sh declares and fixupPhase runs. It walks every output named
+# by stdenv's getAllOutputNames, or where that is not defined by $outputs
+# (outputs="out lib", out=/path, lib=/path). Needs bash, coreutils and
+# patchelf on PATH.
 
 autoAddOpenGLRunpathDriverDir=${autoAddOpenGLRunpathDriverDir:-/run/opengl-driver/lib}
 autoAddOpenGLRunpathDriverDir32=${autoAddOpenGLRunpathDriverDir32:-/run/opengl-driver-32/lib}
@@ -92,23 +92,13 @@ _autoAddOpenGLRunpathFile() {
   chmod "$mode" -- "$tmp" && mv -f -- "$tmp" "$file"
 }
 
-# The declared output names, with or without __structuredAttrs.
-_autoAddOpenGLRunpathOutputs() {
-  if declare -F getAllOutputNames >/dev/null; then
-    getAllOutputNames
-  elif [[ $(declare -p outputs 2>/dev/null) == "declare -A"* ]]; then
-    echo "${!outputs[*]}"
-  else
-    echo "${outputs:-out}"
-  fi
-}
-
 autoAddOpenGLRunpath() {
   if [[ -n ${dontAutoAddOpenGLRunpath-}${dontUseAutoAddDriverRunpath-}${dontUseAutoAddOpenGLRunpath-} ]]; then
     return 0
   fi
   local output dir file
-  for output in $(_autoAddOpenGLRunpathOutputs); do
+  # stdenv's getAllOutputNames reads __structuredAttrs' associative array too.
+  for output in $(getAllOutputNames 2>/dev/null || echo "${outputs:-out}"); do
     dir=${!output-}
     [[ -n $dir && -d $dir ]] || continue
     while IFS= read -r -d '' file; do

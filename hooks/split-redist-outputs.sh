@@ -27,20 +27,14 @@
 # functions and appends them to preFixupHooks and postFixupHooks, two of the
 # arrays nixpkgs' setup.sh declares and fixupPhase runs (runHook preFixup,
 # runHook postFixup): the split runs before fixup, so stripping and patching
-# see the final outputs. The functions read the output names as nixpkgs'
-# builders give them (a word list in $outputs, or with __structuredAttrs an
-# associative array, or getAllOutputNames where stdenv defines it) and one
+# see the final outputs. The functions read the output names from stdenv's
+# getAllOutputNames (a word list in $outputs where it is not defined) and one
 # variable per output; they need bash, coreutils, findutils and grep.
 
-# The declared output names, with or without __structuredAttrs.
+# The declared output names: stdenv's getAllOutputNames (which reads the
+# associative array of __structuredAttrs too), else the word list $outputs.
 _redistOutputNames() {
-  if declare -F getAllOutputNames >/dev/null; then
-    getAllOutputNames
-  elif [[ $(declare -p outputs 2>/dev/null) == "declare -A"* ]]; then
-    echo "${!outputs[*]}"
-  else
-    echo "${outputs:-out}"
-  fi
+  getAllOutputNames 2>/dev/null || echo "${outputs:-out}"
 }
 
 # Sets _redistTarget to the output a file belongs to (a variable, not

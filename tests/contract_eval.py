@@ -16,7 +16,6 @@ STUB = "./tests/contract/nixpkgs-contract-stub"
 FLAKE = "(import ./tests/contract/flake-outputs.nix)"
 # Unfree software as the flake allows it: NVIDIA's licenses only.
 PREDICATE = "allowUnfreePredicate = (import ./lib).cuda.allowUnfreePredicate;"
-CUDA = f"{{ cudaSupport = true; {PREDICATE} }}"
 REAL_LIB = bool(os.environ.get("NIXPKGS_LIB"))
 
 needs_nix_instantiate = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
@@ -48,3 +47,16 @@ def error_line(stderr: str) -> str:
     """The line of an evaluation error that says what went wrong."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip().startswith("error:")]
     return lines[-1] if lines else stderr.strip().splitlines()[-1]
+
+
+def hook_environment(outputs: dict, structured: bool) -> tuple[dict, str]:
+    """How a builder hands a setup hook its outputs: one variable per output
+    and, without structured attrs, the word list $outputs; with them, the
+    associative array `outputs` and stdenv's getAllOutputNames over its keys
+    (pkgs/stdenv/generic/setup.sh). Returns the environment and the bash to
+    run first."""
+    env = {name: str(path) for name, path in outputs.items()}
+    if not structured:
+        return {**env, "outputs": " ".join(outputs)}, ""
+    array = " ".join(f"[{name}]={path}" for name, path in outputs.items())
+    return env, f'declare -A outputs=({array}); getAllOutputNames() {{ echo "${{!outputs[*]}}"; }}; '

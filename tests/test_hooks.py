@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from contract_eval import hook_environment
 from closure_audit.elf.reader import read_elf
 from nixstore import needs_nix, nix_build
 from parts import needs
@@ -24,14 +25,9 @@ pytestmark = needs("patchelf", shutil.which("patchelf") is not None)
 def run_hook(outputs: dict[str, Path], env: dict | None = None, script: str = "autoAddOpenGLRunpath",
              structured: bool = False):
     """Source the hook in plain bash, strict mode, and run it over `outputs`;
-    `structured`: the outputs as an associative array, as __structuredAttrs
-    gives them."""
-    e = {"PATH": os.environ["PATH"], **{k: str(v) for k, v in outputs.items()}}
-    declare = ""
-    if structured:
-        declare = "declare -A outputs=(" + " ".join(f"[{k}]={v}" for k, v in outputs.items()) + "); "
-    else:
-        e["outputs"] = " ".join(outputs)
+    `structured`: the outputs as __structuredAttrs gives them."""
+    given, declare = hook_environment(outputs, structured)
+    e = {"PATH": os.environ["PATH"], **given}
     e.update(env or {})
     return subprocess.run(["bash", "-c", f'set -euo pipefail; {declare}source "{HOOK}"; {script}'], env=e,
                           capture_output=True, text=True, timeout=120)

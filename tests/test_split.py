@@ -16,7 +16,7 @@ import pytest
 
 import redist_fixture
 from conftest import ROOT, run_cli
-from contract_eval import PREDICATE
+from contract_eval import PREDICATE, hook_environment
 from nixstore import needs_nix, nix_build, path_info
 from parts import needs
 
@@ -30,20 +30,15 @@ ALL = ["out", "lib", "static", "dev", "stubs", "bin", "doc", "samples"]
 def split(tmp_path: Path, tree: Path, outputs: list[str], env: dict | None = None, strict: bool = True,
           structured: bool = False):
     """Copy `tree` into a fresh $out and run the hook, as the builder does;
-    `structured`: the outputs as __structuredAttrs gives them, an associative
-    array (and a variable per output, as nixpkgs' setup.sh sets them)."""
+    `structured`: the outputs as __structuredAttrs gives them."""
     dirs = {o: tmp_path / "outputs" / o for o in outputs}
     if dirs["out"].exists():
         shutil.rmtree(tmp_path / "outputs")
     shutil.copytree(tree, dirs["out"], symlinks=True)
     for o, d in dirs.items():
         d.mkdir(parents=True, exist_ok=True)
-    e = {"PATH": os.environ["PATH"], **{o: str(d) for o, d in dirs.items()}}
-    declare = ""
-    if structured:
-        declare = "declare -A outputs=(" + " ".join(f"[{o}]={d}" for o, d in dirs.items()) + "); "
-    else:
-        e["outputs"] = " ".join(outputs)
+    given, declare = hook_environment(dirs, structured)
+    e = {"PATH": os.environ["PATH"], **given}
     if strict:
         e["splitRedistStrict"] = "1"
     e.update(env or {})

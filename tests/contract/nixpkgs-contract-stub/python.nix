@@ -43,7 +43,9 @@ in
   triton = self.callPackage ./triton.nix { };
   triton-cuda = self.triton.override { cudaSupport = true; };
   triton-no-cuda = self.triton.override { cudaSupport = false; };
-  # python-packages.nix (read at 0000a5db; the same form since torch 2.4)
+  # python-packages.nix as stored at 0000a5db (2024): the index holds no
+  # version from the pinned revision's months; torch 2.9.1 still takes each
+  # argument these pass.
   torchWithCuda = self.torch.override {
     triton = self.triton-cuda;
     cudaSupport = true;

@@ -1,7 +1,8 @@
 # CONTRACT STUB, not nixpkgs: triton (pkgs/development/python-modules/triton,
-# read at 005ab72f) with CUDA: the inputs it reads from its cudaPackages, each
-# of which must evaluate. ptxas (from cuda_nvcc) is patched in for run time,
-# as are libcuda's stubs directory and libcublas.
+# as stored at 005ab72f, triton 3.6.0; the pin has 3.5) with CUDA: the inputs
+# it reads from its cudaPackages, each of which must evaluate. ptxas (from
+# cuda_nvcc) is patched in for run time, as are libcuda's stubs directory and
+# libcublas.
 {
   lib,
   config,
