@@ -1,5 +1,5 @@
 # CONTRACT STUB, not nixpkgs: triton (pkgs/development/python-modules/triton,
-# as stored at 005ab72f, triton 3.6.0; the pin has 3.5) with CUDA: the inputs
+# as stored at 005ab72f, triton 3.6.0; the pinned version was not read) with CUDA: the inputs
 # it reads from its cudaPackages, each of which must evaluate. ptxas (from
 # cuda_nvcc) is patched in for run time, as are libcuda's stubs directory and
 # libcublas.
