@@ -65,16 +65,17 @@ _redistOutputOf() {
   fi
 }
 
+# Whether an output is declared; the callers set _redistNames once.
 _redistDeclared() {
-  [[ " $(_redistOutputNames) " == *" $1 "* ]]
+  [[ " $_redistNames " == *" $1 "* ]]
 }
 
 splitRedistOutputs() {
   [[ -n ${dontSplitRedistOutputs-} ]] && return 0
   local root=${out:?splitRedistOutputs: \$out is not set}
-  local file rel kind target dest _redistTarget names
+  local file rel kind target dest _redistTarget _redistNames
   local -a undeclared=() problems=()
-  names=$(_redistOutputNames)
+  _redistNames=$(_redistOutputNames)
   local -A executable=()
   while IFS= read -r -d '' file; do
     executable[$file]=1
@@ -105,7 +106,7 @@ splitRedistOutputs() {
   fi
 
   local output dir
-  for output in $names; do
+  for output in $_redistNames; do
     [[ $output == out ]] && continue
     dir=${!output-}
     if [[ -z $dir || -z $(find "$dir" -mindepth 1 -not -path "$dir/nix-support" -not -path "$dir/nix-support/*" -print -quit 2>/dev/null) ]]; then
@@ -114,7 +115,7 @@ splitRedistOutputs() {
   done
 
   local -a dirs=()
-  for output in $names; do
+  for output in $_redistNames; do
     [[ -d ${!output-} ]] && dirs+=("${!output}")
   done
   local dangling
@@ -136,6 +137,8 @@ splitRedistOutputs() {
 propagateRedistOutputs() {
   [[ -n ${dontSplitRedistOutputs-} ]] && return 0
   local output
+  local _redistNames
+  _redistNames=$(_redistOutputNames)
   local -a devGets=() outGets=()
   for output in lib bin; do
     _redistDeclared "$output" && devGets+=("${!output}")
