@@ -33,17 +33,17 @@ def main() -> int:
     tree = torch_tree(args.wheels, args.tree)
     files = elf_files(scanelf, tree)
     audit_cmd = closure_audit_command() + ["audit", "--json", str(tree)]
-    report = json.loads(subprocess.run(audit_cmd, capture_output=True, text=True).stdout)
-    s = report["summary"]
+    data = json.loads(subprocess.run(audit_cmd, capture_output=True, text=True).stdout)
+    s = data["summary"]
     print(f"tree: {tree} ({s['files']:,} files, {len(files)} ELF files)")
     print(f"read-only data searched: {s['bytes_scanned'] / 2**20:.0f} MiB; "
-          f"{s['opened']} opened names in {len({o['file'] for o in report['opened']})} objects")
+          f"{s['opened']} opened names in {len({o['file'] for o in data['opened']})} objects")
 
     loop = "for f in " + " ".join(shlex.quote(f) for f in files) + "; do " \
            f"{shlex.quote(strings)} -a \"$f\" | grep '\\.so'; done"
     audit = measure("closure-audit audit", audit_cmd, args.runs)
     scan = measure("scanelf -R", [scanelf, "-R", str(tree)], args.runs)
-    grep = measure("strings -a | grep '\\.so'", ["/bin/sh", "-c", loop], max(3, args.runs // 3))
+    grep = measure("strings -a | grep '\\.so'", ["/bin/sh", "-c", loop], max(2, args.runs // 4))
     if audit.returncode not in (0, 1):
         print(f"closure-audit failed with exit status {audit.returncode}")
         return 1

@@ -27,7 +27,9 @@ SECTIONS = (".rodata", ".lrodata")  # and their .rodata.* / .lrodata.* pieces
 _NAME = re.compile(rb"[a-z%][A-Za-z0-9_+.%-]*\.so(?:\.(?:[0-9]+|%[0-9]*[a-z]))*")
 _RUN = re.compile(rb"[A-Za-z0-9_+.%-]*\Z")  # name characters up to the end of a buffer
 _LONGEST = 255  # NAME_MAX: no file name is longer
-_NEEDLE = b".so"
+# The regular expression engine finds this literal several times faster than
+# bytes.find does on CUDA libraries' read-only data (measured in docs/opened.md).
+_NEEDLE = re.compile(rb"\.so")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +51,11 @@ def _string_sections(data, size: int) -> list[tuple[str, int, int]]:
 
 
 def names_in(data, start: int, end: int, section: str) -> list[NameString]:
-    """Soname-shaped strings in data[start:end]: every `.so` is found with
-    the buffer's own search (C speed), then widened to the name around it."""
+    """Soname-shaped strings in data[start:end]: every `.so` is found in one
+    pass at C speed, then widened to the name around it."""
     out = []
-    pos = data.find(_NEEDLE, start, end)
-    while pos >= 0:
+    for hit in _NEEDLE.finditer(data, start, end):
+        pos = hit.start()
         tail = data.find(b"\0", pos, min(end, pos + _LONGEST))
         if tail > 0:
             first = _name_start(data, max(start, pos - _LONGEST), pos)
@@ -61,7 +63,6 @@ def names_in(data, start: int, end: int, section: str) -> list[NameString]:
                 raw = data[first:tail]
                 if _NAME.fullmatch(raw):
                     out.append(NameString(first, raw.decode("ascii"), section))
-        pos = data.find(_NEEDLE, pos + len(_NEEDLE), end)
     return out
 
 

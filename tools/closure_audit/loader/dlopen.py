@@ -193,7 +193,7 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
         key = (request.patterns, id(dirs), abi)  # search paths are interned by the loader
         res = None if cache is None else cache.get(key)
         if res is None:
-            res = _find_pattern(loader, name, request.patterns, dirs, abi)
+            res = _find_pattern(loader, name, request.patterns, dirs, abi, cache)
             if cache is not None:
                 cache[key] = res
     if request.klass == "driver" and res.how in (NOT_FOUND, DEFAULT):
@@ -203,18 +203,17 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
 
 
 def _find_pattern(loader: Loader, name: str, patterns: tuple[str, ...], dirs: tuple[SearchDir, ...],
-                  abi: tuple[int, int]) -> Resolution:
+                  abi: tuple[int, int], cache: dict | None = None) -> Resolution:
     """Search `dirs` in order for a file matching any of `patterns`; among
     several matches in one directory, the highest version first."""
     searched: list[str] = []
     skipped: list[tuple[str, str]] = []
-    for d in dict.fromkeys(dirs):
+    for d in dirs:
         if d.path in searched:
             continue
         searched.append(d.path)
-        listing = loader.listing(d.path) or ()
         for pattern in patterns:
-            for match in sorted(fnmatch.filter(listing, pattern), key=_version_key, reverse=True):
+            for match in _matches(loader, d.path, pattern, {} if cache is None else cache):
                 path = f"{d.path.rstrip('/')}/{match}"
                 ident, elf, error = loader.candidate(path)
                 if ident is None:
@@ -226,6 +225,19 @@ def _find_pattern(loader: Loader, name: str, patterns: tuple[str, ...], dirs: tu
                     continue
                 return Resolution(name, d.how, path, d, searched, skipped)
     return Resolution(name, NOT_FOUND, searched=searched, skipped=skipped)
+
+
+def _matches(loader: Loader, directory: str, pattern: str, cache: dict) -> list[str]:
+    """The names in a directory that match a pattern, highest version first.
+    A host directory lists thousands of files: the literal head of the
+    pattern narrows them before fnmatch does, once per directory and pattern."""
+    key = (directory, pattern)
+    found = cache.get(key)
+    if found is None:
+        head = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+        near = [n for n in loader.listing(directory) or () if n.startswith(head)]
+        found = cache[key] = sorted(fnmatch.filter(near, pattern), key=_version_key, reverse=True)
+    return found
 
 
 def _version_key(name: str) -> tuple:
