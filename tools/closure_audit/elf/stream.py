@@ -43,6 +43,7 @@ class SparseBytes:
         self._pieces: list[bytearray] = []
         self.lenient = False
         self.missing: list[tuple[int, int]] = []
+        self.record: list[tuple[int, int]] | None = None  # ranges read, when a list
 
     def put(self, start: int, data) -> None:
         """Keep data found at `start`, merged with what touches it."""
@@ -91,6 +92,8 @@ class SparseBytes:
         if found is None or found[0] + len(found[1]) < end:
             raise Missing(start, min(self.size, max(end, start + STRUCT_WINDOW)))
         s, piece = found
+        if self.record is not None:
+            self.record.append((start, end))
         return bytes(piece[start - s:end - s])
 
     def __getitem__(self, key):
@@ -109,6 +112,8 @@ class SparseBytes:
             stop = min(end, s + len(piece))
             i = piece.find(sub, start - s, stop - s)
             if i >= 0:
+                if self.record is not None:
+                    self.record.append((start, s + i + len(sub)))
                 return s + i
             if stop >= end:
                 return -1
@@ -140,6 +145,7 @@ class StreamedFile:
         self.elf: ElfFile | None = None
         self.elf_error: str | None = None
         self.complete = True
+        self._contexts: list[tuple[int, int]] = []
         self._restart_state()
 
     def _restart_state(self) -> None:
@@ -151,19 +157,23 @@ class StreamedFile:
 
     def restart(self) -> None:
         """Before another pass over the same contents: hits are not searched
-        again; only the bytes the parse still needs are captured."""
+        again; the head and what the parse found missing are captured anew."""
         behind = self._behind
         self.needles = ()
         self._restart_state()
-        self._wanted = sorted(behind)
-        self._awaiting = list(behind)
+        head = (0, min(self.size, HEAD))
+        self._wanted = [head, *behind]
+        self._awaiting = [head]
 
     # -- streaming -------------------------------------------------------------------
 
     def feed(self, piece: bytes) -> None:
         start = self.offset
         end = start + len(piece)
-        if start == 0 and not self.data.covers(0, 4) and self.parse and piece[:4] == ELF_MAGIC:
+        first = start == 0 and not self.data.covers(0, 4)  # the first piece of the first pass
+        if start == 0:
+            self.data.put(0, piece[:64])  # what tells ELF from text, and a tiny file's header
+        if first and self.parse and piece[:4] == ELF_MAGIC:
             self.is_elf = True
             try:
                 check_size(self.size)
@@ -183,27 +193,23 @@ class StreamedFile:
                 if pos + len(self.needles[i]) <= start:
                     continue  # wholly in the tail: found with the previous piece
                 self.hits.append((pos, i))
-                self._want(max(0, pos - self.context), min(self.size, pos + 32 + self.context), buf, base)
+                around = (max(0, pos - self.context), min(self.size, pos + 32 + self.context))
+                self._contexts.append(around)
+                self._want(*around, buf, base)
             self._tail = bytes(buf[-(OVERLAP + self.context):]) if self.context or OVERLAP else b""
         self._capture(piece, start)
         self.offset = end
         if self.is_elf and not self.complete:
             self._discover(piece, start)
 
-    def _want(self, a: int, b: int, buf, base: int) -> bool:
+    def _want(self, a: int, b: int, buf, base: int) -> None:
         """Capture [a, b) from `buf` (which starts at file offset `base`) and
-        from the pieces to come. False when part of it was already passed."""
-        if a >= b:
-            return True
+        from the pieces to come."""
         lo, hi = max(a, base), min(b, base + len(buf))
         if lo < hi:
             self.data.put(lo, buf[lo - base:hi - base])
         if b > base + len(buf):
             self._wanted.append((max(a, base + len(buf)), b))
-        if a < base and not self.data.covers(a, min(b, base)):
-            self._behind.append((a, min(b, base)))
-            return False
-        return True
 
     def _capture(self, piece: bytes, start: int) -> None:
         end = start + len(piece)
@@ -225,7 +231,7 @@ class StreamedFile:
             except Missing as m:
                 asked = [(m.start, m.end)]
             except InvalidElf:
-                asked = []
+                asked = self.data.missing  # the strings read before the fault, then settle
             else:
                 asked = self.data.missing
             finally:
@@ -248,17 +254,33 @@ class StreamedFile:
                 return
 
     def _settle(self) -> None:
+        self.data.record = read = []
         try:
             self.elf = parse_elf(self.data, self.size)
         except InvalidElf as exc:
             self.elf_error = exc.reason
+        finally:
+            self.data.record = None
         self.complete = True
         self._awaiting = []
+        self._wanted = []
+        self._compact(read)
+
+    def _compact(self, keep: list[tuple[int, int]] = ()) -> None:
+        """Drop what no one will read again: keep the context of the hits and
+        the bytes the settled parse read (so it can be repeated), nothing of
+        an unsettled parse (the next pass captures it anew)."""
+        kept = SparseBytes(self.size)
+        for a, b in [(0, min(self.size, 64)), *self._contexts, *keep]:
+            kept.put(a, self.data[a:b])
+        self.data = kept
 
     def finish(self) -> None:
         """After the last piece. Settles the ELF parse, or leaves it for
         another pass when it needs bytes the stream passed."""
         if self.is_elf and not self.complete:
             self._discover(b"", self.size)
-            if not self.complete and not self._behind:
-                self._behind = list(self._awaiting)
+            if not self.complete:
+                if not self._behind:
+                    self._behind = list(self._awaiting)
+                self._compact()
