@@ -62,7 +62,7 @@ class BinaryCache:
         self.local_dir = None if self.transport.local else os.path.join(
             cache_dir or default_cache_dir(), "narinfo", hashlib.sha256(self.url.encode()).hexdigest()[:20])
         self._info: CacheInfo | None = None
-        self._known: dict[str, NarInfo] = {}  # checked in this run
+        self.known: dict[str, NarInfo] = {}  # checked in this run
 
     # -- nix-cache-info ------------------------------------------------------------
 
@@ -96,7 +96,7 @@ class BinaryCache:
     def narinfo(self, path: str, referrer: str | None = None) -> NarInfo:
         """The checked narinfo of `path`; `referrer` is the path that
         references it, for the message when it is missing."""
-        known = self._known.get(path)
+        known = self.known.get(path)
         if known is not None:
             return known
         store = self.info(path).store_dir
@@ -130,7 +130,7 @@ class BinaryCache:
                 raise ClosureError(f"{path}: its narinfo in {self.url} is not trusted: {why}")
         if fresh:
             self._keep(key, text)
-        self._known[path] = info
+        self.known[path] = info
         return info
 
     def _refetch(self, path: str, referrer: str | None) -> NarInfo:
