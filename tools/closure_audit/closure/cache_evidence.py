@@ -61,11 +61,24 @@ class StoreView:
              ) -> tuple[StoreTree, dict[str, StreamedFile]]:
         """Stream the NAR of `path`: its tree, and the files holding a needle.
         ELF files with hits, and those named in `settle`, get their parse
-        finished, with more passes where one is not enough."""
+        finished, with more passes where one is not enough. Every fault is a
+        one-line ClosureError naming the path."""
+        info = self.cache.narinfo(path)
+        where = f"{self.cache.url}/{info.url}"
+        try:
+            return self._walk(path, info, needles, settle)
+        except NotFound:
+            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
+        except FetchError as exc:
+            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
+        except NarError as exc:
+            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
+
+    def _walk(self, path, info, needles, settle):
         tree = StoreTree()
         files: dict[str, StreamedFile] = {}
         unsettled: dict[str, StreamedFile] = {}
-        for entry in self._entries(path):
+        for entry in self._entries(path, info):
             rel = entry.path
             tree.kinds[rel] = entry.type
             if rel:
@@ -96,7 +109,7 @@ class StoreView:
                 break
             for sf in unsettled.values():
                 sf.restart()
-            for entry in self._entries(path):
+            for entry in self._entries(path, info):
                 sf = unsettled.get(entry.path)
                 if sf is not None:
                     for piece in entry.chunks():
@@ -110,25 +123,17 @@ class StoreView:
                                f"in {_MAX_PASSES} passes")
         return tree, files
 
-    def _entries(self, path: str):
+    def _entries(self, path: str, info):
         """The members of the NAR of `path`, checked against its narinfo once
-        the walk is over. Every fault is a one-line ClosureError."""
-        info = self.cache.narinfo(path)
-        where = f"{self.cache.url}/{info.url}"
-        try:
-            with self.cache.transport.open(info.url) as raw:
-                reader = NarReader(decompressed(raw, info.compression))
-                yield from reader.entries()
-                self.bytes_streamed += reader.source.size
-                why = reader.check(info.nar_hash.digest, info.nar_size)
-        except NotFound:
-            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
-        except FetchError as exc:
-            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
-        except NarError as exc:
-            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
+        the walk is over."""
+        with self.cache.transport.open(info.url) as raw:
+            reader = NarReader(decompressed(raw, info.compression))
+            yield from reader.entries()
+            self.bytes_streamed += reader.source.size
+            why = reader.check(info.nar_hash.digest, info.nar_size)
         if why is not None:
-            raise ClosureError(f"{path}: its NAR {where} is not the one its narinfo describes: {why}")
+            raise ClosureError(f"{path}: its NAR {self.cache.url}/{info.url} is not the one its narinfo "
+                               f"describes: {why}")
 
     # -- the view the loader model reads -----------------------------------------------
 
