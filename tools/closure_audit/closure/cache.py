@@ -24,6 +24,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
 from ..storepath import hash_part, is_store_basename
 from .graph import Closure, build_graph
@@ -31,7 +32,6 @@ from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
 
-DEFAULT_WORKERS = 32
 
 
 def default_cache_dir() -> str:
@@ -46,7 +46,7 @@ class CacheInfo:
 
 
 class BinaryCache:
-    def __init__(self, url: str, trusted_keys: dict | None = None, workers: int = DEFAULT_WORKERS,
+    def __init__(self, url: str, trusted_keys: dict | None = None, workers: int = HTTP_CONNECTIONS,
                  refresh: bool = False, cache_dir: str | None = None, timeout: float = 30.0,
                  attempts: int = 5, backoff: float = 0.1):
         try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..closure import HTTP_CONNECTIONS
+
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
@@ -36,6 +38,9 @@ def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None
                         "valid signature by one of them")
     p.add_argument("--refresh", action="store_true",
                    help="with --store: fetch every narinfo again, ignoring the local narinfo cache")
+    p.add_argument("--http-connections", type=int, metavar="N",
+                   help=f"with --store: requests in flight at once, over as many connections (default "
+                        f"{HTTP_CONNECTIONS})")
     if evidence_option:
         p.add_argument("--evidence", action="store_true",
                        help="with --store: stream the NARs of each chain's hops for byte-level evidence "
@@ -49,11 +54,15 @@ def open_store(args, evidence: bool):
 
     if args.store is None:
         for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
-                            ("--refresh", args.refresh), ("--evidence", getattr(args, "evidence", False))):
+                            ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None),
+                            ("--evidence", getattr(args, "evidence", False))):
             if given:
                 raise UsageError(f"{flag} needs --store")
         return None
-    if getattr(args, "path_info", None):
+    connections = HTTP_CONNECTIONS if args.http_connections is None else args.http_connections
+    if connections < 1:
+        raise UsageError("--http-connections must be at least 1")
+    if isinstance(getattr(args, "path_info", None), str):
         raise UsageError("--store reads closures from the binary cache: give no --path-info")
     if getattr(args, "build", False):
         raise UsageError("--store reads closures from the binary cache: nothing is built (no --build)")
@@ -62,7 +71,7 @@ def open_store(args, evidence: bool):
     from ..closure.signatures import parse_public_keys
 
     keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
-    cache = BinaryCache(args.store, keys, refresh=args.refresh)
+    cache = BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
     return lambda roots: read_closure(cache, roots, evidence)
 
 
