@@ -92,7 +92,7 @@ def test_closure_audit_package():
     init = (ROOT / "tools/closure_audit/__init__.py").read_text()
     assert a["kind"] == "buildPythonApplication" and a["pyproject"] is True
     assert a["version"] == re.search(r'__version__ = "([^"]+)"', init).group(1)
-    assert a["build"] == ["setuptools"] and a["deps"] == ["pyelftools", "networkx", "rich"]
+    assert a["build"] == ["setuptools"] and a["deps"] == ["pyelftools", "networkx", "rich", "cryptography", "zstandard"]
     assert a["makeWrapperArgs"] == ["--prefix", "PATH", ":", a["nix"] + "/bin"]
     assert a["checks"] == ["pytestCheckHook", "hypothesis", "jsonschema", "patchelf"]
     assert a["disabledTestMarks"] == ["wheels"] and a["pythonImportsCheck"] == ["closure_audit"]
@@ -414,7 +414,8 @@ def test_hydra_jobs_match_the_workflow():
     assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
     workflow = (ROOT / ".github/workflows/nixcuda.yml").read_text()
     for step in ("ci/test", "nix build .#python3Packages.torch", "gate --budgets ci/closure-budgets.toml",
-                 "--baseline torch=baseline/gate.json", "--markdown gate.md", "gh pr comment"):
+                 "--baseline torch=baseline/gate.json", "--markdown gate.md", "gh pr comment",
+                 "nix eval --raw .#python3Packages.torch.outPath", "--store \"https://", "--trusted-public-keys"):
         assert step in workflow, step
 
 

@@ -111,6 +111,8 @@ let
       pyelftools = tool "pyelftools";
       networkx = tool "networkx";
       rich = tool "rich";
+      cryptography = tool "cryptography";
+      zstandard = tool "zstandard";
       pytestCheckHook = tool "pytestCheckHook";
       hypothesis = tool "hypothesis";
       jsonschema = tool "jsonschema";
