@@ -281,3 +281,30 @@ def test_random_pieces_of_a_big_library(build, monkeypatch):
         sf.restart()
     assert sf.elf == read_elf(str(lib)) and passes <= 2
     assert [pos for pos, _ in sf.hits] == [data.index(b"/somewhere/lib")]
+
+
+def test_the_benchmark_cache_is_read_whole_and_verified(tmp_path):
+    """benchmarks/bench_store.py's synthetic cache, small: every path, every
+    signature, the bound on requests in flight."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_store import make_cache
+    from cacheserver import CacheServer
+
+    from closure_audit.closure.cache import BinaryCache
+    from closure_audit.closure.signatures import parse_public_keys
+
+    paths, key = make_cache(tmp_path / "cache", 300)
+    with CacheServer(str(tmp_path / "cache")) as server:
+        server.latency = 0.005
+        cache = BinaryCache(server.url, parse_public_keys(key), workers=8, cache_dir=str(tmp_path / "kept"))
+        closure = cache.closure([paths[0]])
+        assert set(closure.graph) == set(paths) and server.most_in_flight <= 8
+        assert closure.graph.number_of_edges() > len(paths)
+        server.reset()
+        chained = BinaryCache(server.url, parse_public_keys(key), workers=1, refresh=True,
+                              cache_dir=str(tmp_path / "kept")).closure([paths[-20]])
+        assert set(chained.graph) == set(paths[-20:]) and server.most_in_flight == 1

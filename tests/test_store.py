@@ -331,3 +331,36 @@ def test_nix_can_read_what_is_kept(caches, store, tmp_path):
     p = subprocess.run([nix, *NIX_FLAGS, "path-info", "--store", f"file://{caches['xz']}", "--json",
                         store["magma"]], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+LOADER_FIXTURE = r"""
+rec {
+  ld = sh "fixture-ld-1.0" ''
+    mkdir -p $out/lib
+    cp /lib64/ld-linux-x86-64.so.2 $out/lib/
+  '';
+  dep = sh "fixture-dep-1.0" ''
+    mkdir -p $out/lib
+    echo 'int d(void) { return 1; }' > d.c
+    gcc -shared -fPIC -o $out/lib/libdep.so d.c
+  '';
+  # libdep.so has no SONAME and is linked by path: DT_NEEDED is its full path.
+  app = sh "fixture-app-1.0" ''
+    mkdir -p $out/bin
+    echo 'int d(void); int main(void) { return d(); }' > m.c
+    gcc -o $out/bin/app m.c ${dep}/lib/libdep.so -Wl,--dynamic-linker=${ld}/lib/ld-linux-x86-64.so.2
+  '';
+}
+"""
+
+
+def test_needed_and_interpreter_evidence(tmp_path):
+    (app,) = nix_build(tmp_path, LOADER_FIXTURE, attr="app")
+    cache = tmp_path / "cache"
+    subprocess.run(["nix", *NIX_FLAGS, "copy", "--to", f"file://{cache}?compression=zstd", app], check=True,
+                   capture_output=True)
+    _, local = cli_json("why", app, "fixture-dep", "fixture-ld")
+    _, remote = cli_json("why", app, "fixture-dep", "fixture-ld", "--store", f"file://{cache}")
+    assert _comparable(remote) == _comparable(local)
+    kinds = {e["hops"][0]["evidence"][0]["kind"] for e in remote["explanations"]}
+    assert kinds == {"needed", "interpreter"}
