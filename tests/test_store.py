@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from cacheserver import CacheServer
-from conftest import run_cli, validate
+from conftest import run_cli
 from nixstore import NIX_FLAGS, needs_nix, nix_build, path_info
-from test_closure import FIXTURE, NEWER
+from test_closure import FIXTURE, NEWER, cli_json
 
 from closure_audit.closure.cache import BinaryCache
 from closure_audit.errors import ClosureError
@@ -67,14 +67,6 @@ def server(caches):
 def _fresh(server, tmp_path, monkeypatch):
     server.reset()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-
-
-def cli_json(*args, **kw):
-    p = run_cli(*args, "--json", **kw)
-    assert p.returncode in (0, 1), p.stderr
-    report = json.loads(p.stdout)
-    validate(report)
-    return p, report
 
 
 def fails_closed(args, *words, env=None):

@@ -208,10 +208,15 @@ class CacheLoader(Loader):
         super().__init__(env)
         self.view = view
 
+    def _locate(self, path: str):
+        """What StoreView.resolve says of a path in the store; a path outside
+        it as it is."""
+        return self.view.resolve(path) if self.env.in_store(path) else path
+
     def listing(self, directory: str):
         if directory in self._listing:
             return self._listing[directory]
-        where = self.view.resolve(directory) if self.env.in_store(directory) else directory
+        where = self._locate(directory)
         if isinstance(where, str):
             return super().listing(where)
         names = None
@@ -225,7 +230,7 @@ class CacheLoader(Loader):
     def candidate(self, path: str):
         if path in self._files:
             return self._files[path]
-        where = self.view.resolve(path) if self.env.in_store(path) else path
+        where = self._locate(path)
         if isinstance(where, str):
             return super().candidate(where)
         if where is None:
@@ -249,7 +254,7 @@ class CacheLoader(Loader):
     def realpath(self, path: str) -> str:
         if path in self._real:
             return self._real[path]
-        where = self.view.resolve(path) if self.env.in_store(path) else None
+        where = self._locate(path)
         if where is None or isinstance(where, str):
             real = super().realpath(where or path)
         else:
