@@ -33,7 +33,6 @@ import base64
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path

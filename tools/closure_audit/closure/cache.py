@@ -196,6 +196,8 @@ class BinaryCache:
             while in_flight:
                 path, fut = done.get()
                 in_flight -= 1
+                if fut.exception() is not None:
+                    self.transport.cancel()  # what is in flight need not be retried: the walk has failed
                 info = fut.result()
                 found[path] = info
                 for ref in info.references:

@@ -18,7 +18,6 @@ import random
 import socket
 import ssl
 import threading
-import time
 import urllib.parse
 from contextlib import contextmanager
 
@@ -69,6 +68,7 @@ class Transport:
         self._idle: queue.LifoQueue = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(self.connections)
         self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self._cancelled = threading.Event()
 
     @property
     def local(self) -> bool:
@@ -137,11 +137,17 @@ class Transport:
             try:
                 return once(path)
             except _Transient as exc:
-                if attempt == self.attempts:
-                    raise FetchError(f"{self._where(path)}: {exc} (after {self.attempts} attempts)") from None
-            time.sleep(delay * random.uniform(0.5, 1.5))
+                if attempt == self.attempts or self._cancelled.is_set():
+                    raise FetchError(f"{self._where(path)}: {exc} (after {attempt} attempts)") from None
+            if self._cancelled.wait(delay * random.uniform(0.5, 1.5)):
+                raise FetchError(f"{self._where(path)}: cancelled")
             delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
+
+    def cancel(self) -> None:
+        """Stop retrying: requests waiting to try again fail at once (the
+        command has already failed for another reason)."""
+        self._cancelled.set()
 
     def _connect(self) -> http.client.HTTPConnection:
         try:
