@@ -308,3 +308,62 @@ def test_the_benchmark_cache_is_read_whole_and_verified(tmp_path):
         chained = BinaryCache(server.url, parse_public_keys(key), workers=1, refresh=True,
                               cache_dir=str(tmp_path / "kept")).closure([paths[-20]])
         assert set(chained.graph) == set(paths[-20:]) and server.most_in_flight == 1
+
+
+class _LazyNar:
+    """A NAR of one directory holding big files, produced as it is read:
+    the test never holds the archive, so any growth is the reader's."""
+
+    def __init__(self, files: list[tuple[bytes, bytes, int]]):  # (name, first bytes, size)
+        def s(b: bytes) -> bytes:
+            return len(b).to_bytes(8, "little") + b + b"\0" * (-len(b) % 8)
+
+        def parts():
+            yield s(b"nix-archive-1") + s(b"(") + s(b"type") + s(b"directory")
+            for name, head, size in files:
+                yield s(b"entry") + s(b"(") + s(b"name") + s(name) + s(b"node") + s(b"(") + s(b"type")
+                yield s(b"regular") + s(b"contents") + size.to_bytes(8, "little") + head
+                left = size - len(head)
+                while left:
+                    n = min(left, 1 << 20)
+                    yield b"\x01" * n
+                    left -= n
+                yield b"\0" * (-size % 8) + s(b")") + s(b")")
+            yield s(b")")
+
+        self._parts = parts()
+        self._buf = b""
+
+    def read(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            piece = next(self._parts, None)
+            if piece is None:
+                break
+            self._buf += piece
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+
+def test_streaming_memory_does_not_grow_with_the_archive():
+    import tracemalloc
+
+    needle = b"0123456789abcdfghijklmnpqrsvwxyz"
+    big = 160 << 20
+    nar = _LazyNar([(b"blob", needle, big), (b"libfake.so", b"\x7fELF\x02\x01\x01" + needle, 48 << 20)])
+    tracemalloc.start()
+    try:
+        hits = {}
+        for entry in NarReader(nar).entries():
+            if entry.type == "regular":
+                sf = stream.StreamedFile(entry.size, (needle,), 40)
+                for piece in entry.chunks():
+                    sf.feed(piece)
+                sf.finish()
+                hits[entry.path] = sf.hits
+                del sf
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert hits == {"blob": [(0, 0)], "libfake.so": [(7, 0)]}
+    # 208 MB streamed; what is held at once is a piece, the ELF head and the context.
+    assert peak < stream.HEAD + (8 << 20), peak
