@@ -358,7 +358,8 @@
     if (kind) fact(dl, "kind", kind);
     var dom = p.dominator(i);
     if (dom !== p.top) fact(dl, "dominated by", "").appendChild(linkTo(p, dom));
-    var refs = p.referrers(i), dd = fact(dl, "referrers (" + refs.length + ")", refs.length ? "" : "none: a root");
+    var refs = p.referrers(i).slice().sort(function (a, b) { return p.name(a) < p.name(b) ? -1 : 1; });
+    var dd = fact(dl, "referrers (" + refs.length + ")", refs.length ? "" : "none: a root");
     if (refs.length) {
       var ul = el("ul", "referrers");
       refs.slice(0, REFERRERS_SHOWN).forEach(function (r) {
