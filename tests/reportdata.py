@@ -12,7 +12,8 @@ import synthetic  # noqa: E402
 from closure_audit.closure.evidence import Scanner  # noqa: E402
 from closure_audit.closure.graph import Closure, build_graph, parse_path_info  # noqa: E402
 from closure_audit.closure.sizes import added_sizes, dominator_tree, roots_closure_size  # noqa: E402
-from closure_audit.closure.why import explain, forbidden_finding, forbidden_matches  # noqa: E402
+from closure_audit.closure.why import forbidden_paths  # noqa: E402
+from closure_audit.findings.collector import Findings  # noqa: E402
 from closure_audit.findings.policy import load_policy  # noqa: E402
 from closure_audit.output import html  # noqa: E402
 
@@ -55,12 +56,13 @@ def closure_of(entries: dict[str, tuple[int, list[str]]], roots: list[str]) -> C
 def picture(closure: Closure, name: str = "app", verdict: bool | None = None, extra=()) -> html.Picture:
     """A picture as the report command makes it: sizes, the dominator tree,
     and the forbidden paths of the default policy with their chains."""
-    added = added_sizes(closure)
-    findings = [forbidden_finding(e, added.get(e.path, 0), "error")
-                for e in explain(closure, forbidden_matches(closure, load_policy(None)), False,
-                                 Scanner(closure.store_dir))]
-    return html.Picture(name, closure, roots_closure_size(closure), added, dominator_tree(closure),
-                        findings + list(extra), verdict)
+    tree = dominator_tree(closure)
+    added = added_sizes(closure, tree)
+    policy = load_policy(None)
+    findings = Findings(policy, "nix-store")
+    forbidden_paths(closure, policy, findings, added=added, scanner=Scanner(closure.store_dir))
+    return html.Picture(name, closure, roots_closure_size(closure), added, tree, findings.sorted() + list(extra),
+                        verdict)
 
 
 def shape_picture(**options) -> html.Picture:

@@ -59,10 +59,11 @@ def dominator_tree(closure: Closure) -> dict[str, str | None]:
     return {n: None if d == _TOP else d for n, d in idom.items() if n != _TOP}
 
 
-def added_sizes(closure: Closure) -> dict[str, int]:
-    """Added size of every path reachable from the roots."""
+def added_sizes(closure: Closure, tree: dict[str, str | None] | None = None) -> dict[str, int]:
+    """Added size of every path reachable from the roots, summed over the
+    dominator tree (computed here unless given)."""
     children: dict[str | None, list[str]] = {}
-    for node, dom in dominator_tree(closure).items():
+    for node, dom in (dominator_tree(closure) if tree is None else tree).items():
         children.setdefault(dom, []).append(node)
     added: dict[str, int] = {}
     # Post-order over the dominator tree, iteratively (closures can be deep).

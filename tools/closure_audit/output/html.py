@@ -26,7 +26,7 @@ from ..errors import UsageError
 from ..findings.rules import Finding
 from ..storepath import name_part
 from ..units import format_size
-from .json_report import printable
+from .text import printable
 
 FORMAT = 1  # version of the data the page's script reads
 LARGEST = 10  # largest added sizes named in a picture's summary
@@ -48,6 +48,13 @@ class Picture:
     dominators: dict[str, str | None]  # immediate dominator; None under the roots
     findings: list[Finding] = field(default_factory=list)  # about this closure
     verdict: bool | None = None  # the gate's: passed or not; None without budgets
+
+
+def gate_pictures(results, findings: list[Finding]) -> list[Picture]:
+    """One picture per budget the gate checked, with its verdict."""
+    return [Picture(r.budget.name, r.closure, r.closure_size, r.added, r.dominators,
+                    [f for f in findings if f.fields.get("target") == r.budget.name], r.passed(findings))
+            for r in results]
 
 
 @cache
