@@ -81,6 +81,7 @@ def test_cuda_redistributables_by_store_name():
         assert not is_cuda_redist(name), name
 
 
+@pytest.mark.skipif(not (ROOT / "pkgs").is_dir(), reason="a source tree without pkgs/ (the Nix package's check)")
 def test_every_manifest_entry_is_a_cuda_redistributable():
     manifests = glob.glob(str(ROOT / "pkgs/cuda/manifests/*.json"))
     assert manifests

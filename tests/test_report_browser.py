@@ -5,7 +5,10 @@ details on click, search, zoom and breadcrumbs, the console and the network.
 
 from __future__ import annotations
 
+import os
 import re
+import struct
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +18,10 @@ from closure_audit.findings.rules import Finding
 from closure_audit.output import html
 from closure_audit.storepath import HASH_LEN, name_part
 from closure_audit.units import format_size
-from reportdata import picture, shape_picture, store_path, synthetic_closure
+from reportdata import TORCH_ENV, closure_of, picture, shape_picture, store_path, synthetic_closure
 
 pytestmark = needs_browser
+ROOT = Path(__file__).resolve().parent.parent
 
 # Every drawn rectangle with its box, its nearest drawn ancestor and its style.
 RECTS = """
@@ -268,4 +272,33 @@ def test_10000_paths_draw_every_rectangle(tmp_path, browser):
     box = browser.driver.find_element(By.CSS_SELECTOR, "input[type=search]")
     box.send_keys("cudnn")
     assert browser.js("return document.querySelectorAll('[data-match]').length") == 1
+    assert _errors(browser) == []
+
+
+DOC_SHOT = ROOT / "docs" / "report.png"
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_the_screenshot_in_the_docs_is_made_here(tmp_path, browser):
+    """docs/report.png is this page: NIXCUDA_UPDATE_DOCS=1 writes it anew."""
+    p = picture(closure_of(TORCH_ENV, ["python3-3.12.10-env"]), name="python3-3.12.10-env")
+    browser.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                    {"width": 1200, "height": 760, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        browser.open(_page(tmp_path, [p]))
+        browser.driver.find_element(By.CSS_SELECTOR, f'[data-forbidden="{store_path("magma-2.9.0")}"] button').click()
+        browser.js("window.scrollTo(0, 0)")
+        assert "magma-2.9.0" in browser.driver.find_element(By.ID, "details").text
+        shot = browser.driver.get_screenshot_as_png()
+    finally:
+        browser.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    if os.environ.get("NIXCUDA_UPDATE_DOCS") == "1":
+        DOC_SHOT.write_bytes(shot)
+    committed = DOC_SHOT.read_bytes()
+    assert _png_size(committed) == _png_size(shot) == (1200, 760)
+    assert len(committed) < 150_000
     assert _errors(browser) == []

@@ -25,7 +25,8 @@ _CORE = ("glibc-2.40-66", "gcc-14.2.1-lib", "zlib-1.3.1", "python3-3.12.10", "op
          "nccl-2.27.7-1", "cudatoolkit-12.4.1")
 
 
-def _hash(i: int, seed: int) -> str:
+def fake_hash(i: int | str, seed: int) -> str:
+    """A store hash part, made up but in Nix's alphabet."""
     digest = hashlib.sha256(f"{seed}:{i}".encode()).digest()
     return "".join(_BASE32[b % 32] for b in digest[:32])
 
@@ -42,7 +43,7 @@ def generate(paths: int, refs_per_path: int = 10, seed: int = 0, object_form: bo
         else:
             stem = rng.choice(_WORDS) + rng.choice(_STEMS) + (str(i) if rng.random() < 0.7 else "")
             names.append(f"{stem}-{rng.randint(0, 9)}.{rng.randint(0, 30)}{rng.choice(_OUTPUTS)}")
-    store_paths = [f"{STORE}/{_hash(i, seed)}-{n}" for i, n in enumerate(names)]
+    store_paths = [f"{STORE}/{fake_hash(i, seed)}-{n}" for i, n in enumerate(names)]
     refs: list[set[int]] = [set() for _ in range(paths)]
     for i in range(1, paths):
         refs[rng.randrange(max(0, i - 3000), i)].add(i)  # every path is reachable from path 0
