@@ -5,18 +5,16 @@ from __future__ import annotations
 from ..errors import UsageError
 from . import options
 
-HELP = "write one self-contained HTML page: a treemap of added sizes, the forbidden chains, every path's details"
+_PAGE = "a treemap of added sizes, the forbidden chains, every path's details"
+HELP = f"write one self-contained HTML page: {_PAGE}"
 
 
 def add_arguments(p) -> None:
-    p.description = ("Write TARGET's closure as one HTML page that loads nothing (docs/report.md): a treemap of "
-                     "added sizes over the dominator tree, the forbidden paths with their chains and evidence, "
-                     "and the details of every path. Exit 1 when the closure has a finding of severity error.")
-    p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="store path, result symlink, installable (.#attr) or a path-info dump")
+    p.description = (f"Write TARGET's closure as one HTML page that loads nothing (docs/report.md): {_PAGE}. "
+                     "Exit 1 when the closure has a finding of severity error.")
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="store path, result link, installable or dump")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
-    p.add_argument("--path-info", metavar="FILE",
-                   help="read the closure from a saved `nix path-info --json --recursive` dump")
+    options.add_path_info(p)
     options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
     p.add_argument("--budgets", metavar="FILE",
                    help="also judge the closure against a budget of this file (docs/gate.md) and show the verdict")
