@@ -262,13 +262,22 @@ def test_a_view_draws_only_its_largest_rectangles_and_zoom_shows_the_rest(tmp_pa
     assert _errors(browser) == []
 
 
-def test_10000_paths_draw_every_rectangle(tmp_path, browser):
+def test_10000_paths_draw_every_rectangle_in_proportion(tmp_path, browser):
     p = picture(synthetic_closure(10_000))
     page = _page(tmp_path, [p])
     assert page.stat().st_size < 8 * 10**6
     browser.open(page)
-    count = browser.js("return document.querySelectorAll('.treemap [data-path]').length")
-    assert count == sum(1 for s in p.added.values() if s > 0) == 10_000
+    rects = browser.js(RECTS, "#picture-0")
+    W, H = browser.js(SIZE, "#picture-0")
+    assert len(rects) == sum(1 for s in p.added.values() if s > 0) == 10_000
+    seen = 0
+    for r in rects:
+        expected = W * H * r["added"] / p.closure_size
+        if expected >= 50:
+            seen += 1
+            assert r["w"] * r["h"] == pytest.approx(expected, rel=0.02), name_part(r["path"])
+        assert r["parent"] == p.dominators[r["path"]]
+    assert seen > 1000
     box = browser.driver.find_element(By.CSS_SELECTOR, "input[type=search]")
     box.send_keys("cudnn")
     assert browser.js("return document.querySelectorAll('[data-match]').length") == 1

@@ -62,7 +62,8 @@ def run(args) -> int:
         added = added_sizes(closure, tree)
         forbidden_paths(closure, policy, findings, added=added, scanner=Scanner(closure.store_dir))
         found = findings.sorted()
-        name = ", ".join(name_part(r) for r in closure.roots)
+        roots = [name_part(r) for r in closure.roots]
+        name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")
         pictures = [html.Picture(name, closure, roots_closure_size(closure), added, tree, found)]
     html.write(args.output, html.render(pictures, f"closure-audit report: {pictures[0].name}"))
     forbidden = sum(f.rule == "forbidden-path" for f in found)

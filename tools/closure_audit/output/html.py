@@ -30,6 +30,7 @@ from .text import printable
 
 FORMAT = 1  # version of the data the page's script reads
 LARGEST = 10  # largest added sizes named in a picture's summary
+ROOTS_SHOWN = 10
 HOP_HITS = 3  # evidence hits shown per hop
 OTHER, CUDA, FORBIDDEN = 0, 1, 2  # colour classes
 # Rectangles drawn in one view, largest first: enough for every path of a
@@ -138,6 +139,12 @@ def _finding_html(f: Finding) -> str:
             f'<ol class="chain">{"".join(steps)}</ol></li>')
 
 
+def _roots_html(roots: list[str]) -> str:
+    unique = list(dict.fromkeys(roots))
+    shown = "<br>".join(f"<code>{_t(r)}</code>" for r in unique[:ROOTS_SHOWN])
+    return shown + (f"<br>… {len(unique) - ROOTS_SHOWN} more" if len(unique) > ROOTS_SHOWN else "")
+
+
 def _picture_html(i: int, p: Picture) -> str:
     roots = set(p.closure.roots)
     largest = sorted(((x, s) for x, s in p.added.items() if x not in roots), key=lambda t: (-t[1], t[0]))[:LARGEST]
@@ -155,8 +162,7 @@ def _picture_html(i: int, p: Picture) -> str:
         f'<div><dt>closure size</dt><dd title="{p.closure_size} bytes">{format_size(p.closure_size)}</dd></div>'
         f'<div><dt>paths</dt><dd>{len(p.added):,}</dd></div>'
         f'<div><dt>forbidden paths</dt><dd>{len(forbidden)}</dd></div>'
-        f'<div><dt>roots</dt><dd>{"<br>".join(f"<code>{_t(r)}</code>" for r in dict.fromkeys(p.closure.roots))}'
-        '</dd></div></dl>')
+        f'<div><dt>roots</dt><dd>{_roots_html(p.closure.roots)}</dd></div></dl>')
     if largest:
         rows = "".join(f'<li><button type="button" class="goto" data-goto="{_t(x)}">{_t(_name(x))}</button> '
                        f'<span title="{s} bytes">{format_size(s)}</span></li>' for x, s in largest)
