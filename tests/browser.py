@@ -11,8 +11,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 from parts import needs
 
 try:
@@ -95,10 +93,3 @@ class Browser:
     def close(self) -> None:
         self.driver.quit()
         self.profile.cleanup()
-
-
-@pytest.fixture(scope="session")
-def browser():
-    b = Browser()
-    yield b
-    b.close()

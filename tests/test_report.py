@@ -22,6 +22,7 @@ from closure_audit.errors import UsageError
 from closure_audit.findings.rules import Finding
 from closure_audit.output import html
 from closure_audit.storepath import name_part
+from conftest import run_cli
 from reportdata import SHAPE, picture, shape_picture, store_path, synthetic_closure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,3 +215,25 @@ def test_a_page_that_cannot_be_written_is_a_one_line_error(tmp_path, where):
     with pytest.raises(UsageError) as err:
         html.check_writable(str(tmp_path / where))
     assert "cannot write the report to" in str(err.value) and "\n" not in str(err.value)
+
+
+# -- the command on a saved dump ---------------------------------------------------
+
+def test_report_of_a_dump_with_a_policy(tmp_path):
+    dump = tmp_path / "closure.json"
+    dump.write_text(json.dumps({store_path(n): {"narSize": nar, "references": [store_path(r) for r in refs]}
+                                for n, (nar, refs) in SHAPE.items()}))
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[forbidden]\npatterns = ["zlib-*"]\n')
+    out = tmp_path / "report.html"
+    p = run_cli("report", str(dump), "--policy", str(policy), "-o", str(out))
+    assert p.returncode == 1, p.stderr
+    assert p.stdout == f"closure-audit report: wrote {out}: 10 paths, 2 forbidden\n"
+    text = out.read_text()
+    assert set(re.findall(r'data-forbidden="([^"]+)"', text)) == {store_path("magma-2.7.2"), store_path("zlib-1.3.1")}
+    assert len(_data(text)["pictures"][0]["names"]) == 10
+    policy.write_text('[forbidden]\ndefaults = false\n')
+    p = run_cli("report", str(dump), "--policy", str(policy), "-o", str(out))
+    assert p.returncode == 0 and "0 forbidden" in p.stdout
+    p = run_cli("report", "--path-info", str(tmp_path / "gone.json"), "-o", str(out))
+    assert p.returncode == 2 and p.stderr == f"closure-audit: error: path-info dump not found: {tmp_path}/gone.json\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import ActionChains, By, Keys, browser, needs_browser  # noqa: F401 (a fixture)
+from browser import ActionChains, By, Keys, needs_browser
 from closure_audit.closure.sizes import closure_sizes
 from closure_audit.findings.rules import Finding
 from closure_audit.output import html

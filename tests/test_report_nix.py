@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from browser import By, browser, needs_browser  # noqa: F401 (a fixture)
+from browser import By, needs_browser
 from conftest import run_cli
 from nixstore import NIX_FLAGS, needs_nix, nix_build, path_info
 from closure_audit.storepath import name_part
