@@ -52,10 +52,14 @@ def dominator_tree(closure: Closure) -> dict[str, str | None]:
     """The immediate dominator of every path reachable from the roots: the
     last path every chain from a root to it passes through. None for the
     roots and for paths that several roots reach on disjoint chains."""
-    g = nx.DiGraph(closure.graph)
-    g.add_node(_TOP)
+    g = closure.graph
+    # A node above the roots, added for the computation and taken away after
+    # it: copying a graph of 100,000 paths would cost as much as the rest.
     g.add_edges_from((_TOP, r) for r in closure.roots)
-    idom = nx.immediate_dominators(g, _TOP)
+    try:
+        idom = nx.immediate_dominators(g, _TOP)
+    finally:
+        g.remove_node(_TOP)
     return {n: None if d == _TOP else d for n, d in idom.items() if n != _TOP}
 
 
