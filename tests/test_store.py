@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -156,6 +157,16 @@ def test_diff_and_gate(store, server, tmp_path):
                          "--store", server.url, "--evidence")
     _, local = cli_json("gate", "--budgets", str(budgets), "--target", f"torch={store['torch']}")
     assert p.returncode == 1 and remote["findings"] == local["findings"] and remote["targets"] == local["targets"]
+
+
+def test_report_page(store, server, tmp_path):
+    local, remote = tmp_path / "local.html", tmp_path / "remote.html"
+    p = run_cli("report", store["torch"], "-o", str(local))
+    q = run_cli("report", store["torch"], "-o", str(remote), "--store", server.url, "--evidence")
+    assert p.returncode == q.returncode == 1, q.stderr
+    # A binary cache records no closure sizes: the page leaves them out, as
+    # for a dump without them; everything else is the same page.
+    assert remote.read_text() == re.sub(r'"closure":\[[0-9,]*\]', '"closure":null', local.read_text(), count=1)
 
 
 # -- concurrency and retries --------------------------------------------------------------

@@ -19,10 +19,14 @@ def add_build(p: argparse.ArgumentParser, help: str = "build installables that a
     p.add_argument("--build", action="store_true", help=help)
 
 
-def add_closure_inputs(p: argparse.ArgumentParser) -> None:
-    """--path-info, --build and --json: how the closure commands read a closure."""
+def add_path_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path-info", metavar="FILE",
                    help="read the closure from a saved `nix path-info --json --recursive` dump")
+
+
+def add_closure_inputs(p: argparse.ArgumentParser) -> None:
+    """--path-info, --build and --json: how the closure commands read a closure."""
+    add_path_info(p)
     add_build(p)
     add_json(p)
 
