@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class CacheServer:
-    def __init__(self, root: str, prefix: str = ""):
+    def __init__(self, root: str, prefix: str = "", tls=None):
         self.root = root
         self.prefix = prefix.rstrip("/")
         self.latency = 0.0
@@ -58,13 +58,17 @@ class CacheServer:
                 server._serve(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.scheme = "http"
+        if tls is not None:  # an ssl.SSLContext: serve https
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+            self.scheme = "https"
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{self.prefix}"
+        return f"{self.scheme}://127.0.0.1:{self.httpd.server_address[1]}{self.prefix}"
 
     def reset(self) -> None:
         self.latency, self.fail_first, self.status = 0.0, None, None
