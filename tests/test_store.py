@@ -181,6 +181,11 @@ def test_requests_run_in_parallel_within_the_bound(store, server):
     closure = _open(server, workers=4).closure([store["torch"]])
     assert 1 < server.most_in_flight <= 4
     assert set(closure.graph) == set(path_info(store["torch"]))
+    server.reset()
+    server.latency = 0.05
+    cli_json("size", store["torch"], "--store", server.url, "--http-connections", "2", "--refresh")
+    assert server.most_in_flight == 2
+    fails_closed(["size", store["torch"], "--store", server.url, "--http-connections", "0"], "--http-connections")
 
 
 @pytest.mark.parametrize("kind", ["500", "drop", "truncate", "timeout"])
