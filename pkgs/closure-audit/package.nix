@@ -35,6 +35,8 @@ python3Packages.buildPythonApplication {
     pyelftools
     networkx
     rich
+    cryptography # narinfo signatures (--store)
+    zstandard # zstd-compressed NARs (--store)
   ];
 
   makeWrapperArgs = [
