@@ -2,7 +2,7 @@
 """closure-audit's closure commands at nixpkgs scale: 2,000, 10,000 and
 100,000 paths (about ten references each), with and without closureSize.
 
-On synthetic path-info dumps shaped like nixpkgs closures (synthetic.py;
+On synthetic path-info dumps shaped like nixpkgs closures (gen_dumps.py;
 cached), times as whole processes, start-up included:
 
   size      --path-info OLD                  the 25 largest by added size
@@ -41,7 +41,7 @@ from pathlib import Path
 import orjson
 from common import CACHE, closure_audit_command, measure, require, verdict
 
-import synthetic
+import gen_dumps
 
 NIX = ["nix", "--extra-experimental-features", "nix-command flakes"]
 JUDGED = ("size", "why", "why-pat", "diff", "gate")
@@ -55,7 +55,7 @@ def dump(n: int, closure_size: bool, fmt: str = "object", variant: str = "old") 
     if not f.exists():
         print(f"generating {f.name} ...", file=sys.stderr)
         tmp = f.with_suffix(".tmp")
-        tmp.write_bytes(synthetic.dump(n, closure_size=closure_size, fmt=fmt, variant=variant))
+        tmp.write_bytes(gen_dumps.dump(n, closure_size=closure_size, fmt=fmt, variant=variant))
         tmp.rename(f)
     return f
 
@@ -83,7 +83,7 @@ def commands(audit: list[str], old: Path, new: Path, work: Path) -> dict[str, li
 def real_store(audit: list[str], paths: int, runs: int, work: Path) -> list:
     """A closure of `paths` real store paths built by Nix in the synthetic
     shape (NAR sizes scaled down), timed with nix path-info and closure-audit."""
-    names, nar, src, dst = synthetic.shape(paths, 1, cycles=False)
+    names, nar, src, dst = gen_dumps.shape(paths, 1, cycles=False)
     lines = ["let", "  system = builtins.currentSystem;",
              "  mk = name: size: self: deps: builtins.derivation {",
              '    inherit name system size self deps; builder = "/bin/sh"; PATH = "/usr/bin:/bin";',

@@ -232,11 +232,11 @@ def build(tmp_path, objects) -> Builder:
     return Builder(root, objects)
 
 
-SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-1.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-2.schema.json").read_text())
 
 
 def validate(report: dict) -> None:
-    """Check a report against the JSON contract, docs/schema/closure-audit-1.schema.json."""
+    """Check a report against the JSON contract, docs/schema/closure-audit-2.schema.json."""
     import jsonschema
 
     jsonschema.validate(report, SCHEMA)
@@ -249,3 +249,13 @@ def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedPr
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "closure_audit", *args], capture_output=True,
                           text=True, env=e, timeout=kw.pop("timeout", 120), **kw)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium, one for the session (tests/browser.py)."""
+    from browser import Browser
+
+    b = Browser()
+    yield b
+    b.close()

@@ -37,6 +37,8 @@ python3Packages.buildPythonApplication {
     igraph
     orjson
     rich
+    cryptography # narinfo signatures (--store)
+    zstandard # zstd-compressed NARs (--store)
   ];
 
   makeWrapperArgs = [

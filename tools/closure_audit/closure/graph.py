@@ -18,6 +18,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from itertools import chain
+from typing import Callable
 
 import numpy as np
 
@@ -77,8 +78,11 @@ class Graph:
 class Closure:
     graph: Graph
     roots: list[str]
-    source: str  # where the graph came from: "nix path-info", "nix-store", or the dump's file name
+    source: str  # where the graph came from: "nix path-info", "nix-store", the dump's file name, a cache URL
     store_dir: str
+    # Makes the evidence scanner of a closure that is not in the local store
+    # (a binary cache's: closure/cache_evidence.py); None for the local one.
+    scanner: Callable[[], object] | None = None
 
     @property
     def paths(self) -> list[str]:

@@ -17,7 +17,7 @@ reference graph (every chain from a root to them passes through it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,22 +43,36 @@ def roots_closure_size(closure: Closure) -> int:
     return int(g.nar[breadth_first(g.ptr, g.targets, closure.root_ids).order].sum())
 
 
-@dataclass
-class DominatorTree:
-    """The dominator tree of the closure, rooted above the roots: `idom[i]`
-    is the index of path i's immediate dominator (TOP for the roots and paths
-    no single path dominates, UNREACHED for paths no root reaches); `added[i]`
-    is path i's added size, the NAR sizes of its subtree (0 when unreached)."""
+class DominatorTree(Mapping):
+    """The dominator tree of the closure, rooted above the roots, as a
+    mapping: every path the roots reach -> its immediate dominator, the last
+    path every chain from a root to it passes through (None for the roots
+    and for paths that several roots reach on disjoint chains). Held as
+    arrays: `idom[i]` is path i's immediate dominator (TOP, or UNREACHED for
+    a path no root reaches), `added[i]` its added size, the NAR sizes of its
+    subtree (0 when unreached)."""
 
-    closure: Closure
-    idom: np.ndarray
-    added: np.ndarray
+    def __init__(self, closure: Closure, idom: np.ndarray, added: np.ndarray):
+        self.closure, self.idom, self.added = closure, idom, added
+        self._reached = np.flatnonzero(idom != UNREACHED)
+
+    def __getitem__(self, path: str) -> str | None:
+        d = self.idom[self.closure.graph.index[path]]
+        if d == UNREACHED:
+            raise KeyError(path)
+        return None if d == TOP else self.closure.graph.paths[d]
+
+    def __iter__(self) -> Iterator[str]:
+        paths = self.closure.graph.paths
+        return (paths[i] for i in self._reached)
+
+    def __len__(self) -> int:
+        return len(self._reached)
 
     def added_sizes(self) -> dict[str, int]:
         """Added size of every path reachable from the roots."""
         paths = self.closure.graph.paths
-        reached = np.flatnonzero(self.idom != UNREACHED)
-        return dict(zip((paths[i] for i in reached), self.added[reached].tolist()))
+        return dict(zip((paths[i] for i in self._reached), self.added[self._reached].tolist()))
 
 
 def dominator_tree(closure: Closure) -> DominatorTree:
@@ -85,9 +99,10 @@ def dominator_tree(closure: Closure) -> DominatorTree:
     return DominatorTree(closure, idom, added)
 
 
-def added_sizes(closure: Closure) -> dict[str, int]:
-    """Added size of every path reachable from the roots."""
-    return dominator_tree(closure).added_sizes()
+def added_sizes(closure: Closure, tree: DominatorTree | None = None) -> dict[str, int]:
+    """Added size of every path reachable from the roots (from `tree`, the
+    closure's dominator tree, computed here unless given)."""
+    return (dominator_tree(closure) if tree is None else tree).added_sizes()
 
 
 def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:

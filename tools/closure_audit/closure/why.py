@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .graph import Closure
 from .reach import UNREACHED, breadth_first
 from .sizes import added_sizes
-from .evidence import Evidence, Scanner
+from .evidence import Evidence, Scanner, scanner_for
 from ..findings.collector import Findings
 from ..findings.policy import Policy
 from ..storepath import hash_part, name_part
@@ -82,7 +82,7 @@ def shortest_chains(closure: Closure, targets: set[str]) -> dict[str, list[str]]
 def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_chains: bool = False,
             scanner: Scanner | None = None) -> list[Explanation]:
     """Explain every matched path: `matches` maps path -> (pattern, reason)."""
-    scanner = scanner or Scanner(closure.store_dir)
+    scanner = scanner or scanner_for(closure)
     chains = shortest_chains(closure, set(matches))
     wanted: dict[str, dict[str, str]] = {}  # referrer -> hash part -> referenced path
     for path, chain in chains.items():

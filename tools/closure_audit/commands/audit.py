@@ -36,6 +36,9 @@ class Report:
     entry_points: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)
     skipped_links: int = 0
+    opened: list = field(default_factory=list)  # findings.opened.Row: what objects open at run time
+    bytes_scanned: int = 0  # of read-only data, for the names
+    chains: list = field(default_factory=list)  # loader.model.Chain: every load chain resolved
 
     @property
     def failed(self) -> bool:
@@ -61,14 +64,23 @@ def environment(mode: str, roots: tuple[str, ...], policy):
 def audit(targets: list[str], policy, root: str | None = None,
           progress: Callable[[int], None] | None = None):
     """Read, resolve, judge: (the report, the loader that resolved it)."""
+    from ..elf.strings import NameReader
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
     from ..findings.loading import judge_loading
+    from ..findings.opened import judge_opened
     from ..loader.chains import resolve
     from ..loader.model import Loader
 
-    walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
-                          progress=progress)
+    # The library names in read-only data are searched while the walk goes on.
+    names = NameReader()
+    try:
+        walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
+                              progress=progress,
+                              found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic else None)
+    except BaseException:
+        names.close()
+        raise
     env = environment(walked.mode, walked.roots, policy)
     findings = Findings(policy, walked.mode, walked.scope)
     for path, reason in walked.scan.problems:
@@ -76,8 +88,10 @@ def audit(targets: list[str], policy, root: str | None = None,
     loader = Loader(env, known=walked.scan.elf)
     resolved = resolve(loader, walked.scan.elf)
     judge_loading(loader, resolved, findings)
+    opened = judge_opened(loader, resolved, findings, names.results())
     report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
-                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links)
+                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links, opened.rows,
+                    opened.bytes_scanned, resolved.chains)
     return report, loader
 
 

@@ -14,6 +14,7 @@ def add_arguments(p) -> None:
     options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
     options.add_build(p)
     options.add_json(p)
+    options.add_store(p, evidence_option=True)
 
 
 def run(args) -> int:
@@ -23,8 +24,9 @@ def run(args) -> int:
     from ..findings.collector import Findings
 
     policy = options.load_policy(args)
-    old = options.read_closure(args.old, None, args.build)
-    new = options.read_closure(args.new, None, args.build)
+    store = options.open_store(args, evidence=args.evidence)
+    old = options.read_closure(args.old, None, args.build, store)
+    new = options.read_closure(args.new, None, args.build, store)
     packages = diff(old, new)
     # Only what the new closure brings: a forbidden path the old one had is not news.
     findings = Findings(policy, "nix-store")

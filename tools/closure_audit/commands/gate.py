@@ -23,8 +23,11 @@ def add_arguments(p) -> None:
     p.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
     p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
                    "also appended to $GITHUB_STEP_SUMMARY when that is set")
+    p.add_argument("--html", metavar="FILE", help="write the report page of every target, with its verdict "
+                   "(docs/report.md)")
     options.add_build(p)
     options.add_json(p)
+    options.add_store(p, evidence_option=True)
 
 
 def run(args) -> int:
@@ -32,16 +35,24 @@ def run(args) -> int:
     from ..closure.gate import check, read_subjects
     from ..findings.collector import Findings
 
+    if args.html is not None:
+        from ..output.html import check_writable
+
+        check_writable(args.html)  # before the work, not after it
     policy = options.load_policy(args)
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
-    subjects = read_subjects(budgets, args.build)
+    subjects = read_subjects(budgets, args.build, options.open_store(args, evidence=args.evidence))
     findings = Findings(policy, "nix-store")
     results = check(subjects, policy, findings, args.all_chains)
     found = findings.sorted()
     from ..output.markdown import gate_markdown, write_summary
 
     write_summary(lambda: gate_markdown(results, found), args.markdown)
+    if args.html is not None:
+        from ..output import html
+
+        html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))
     if args.json:
         from ..output.json_report import emit, gate_json
 

@@ -130,16 +130,22 @@ def read_elf(path: str) -> ElfFile | None:
         if os.read(fd, 4) != ELF_MAGIC:
             return None
         size = os.fstat(fd).st_size
-        if size < 16:
-            raise InvalidElf("file too short for an ELF header")
+        check_size(size)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
             return parse_elf(data, size)
     finally:
         os.close(fd)
 
 
+def check_size(size: int) -> None:
+    """A file that starts with the ELF magic but cannot hold a header."""
+    if size < 16:
+        raise InvalidElf("file too short for an ELF header")
+
+
 def parse_elf(data, size: int) -> ElfFile:
-    """Parse an ELF image held in a buffer (bytes or mmap) of `size` bytes."""
+    """Parse an ELF image of `size` bytes held in a buffer (bytes or mmap), or
+    in anything that can be indexed, sliced and searched with find() alike."""
     return _Parser(data, size).parse()
 
 
@@ -159,7 +165,9 @@ class _Parser:
         s = self.st[fmt]
         if offset < 0 or offset + s.size > self.size:
             raise InvalidElf(f"{what} at offset {offset:#x} lies past the end of the file ({self.size} bytes)")
-        return s.unpack_from(self.data, offset)
+        # Sliced rather than unpack_from: `data` may be a sparse view of a
+        # streamed file (elf/stream.py), which is not a buffer.
+        return s.unpack(self.data[offset:offset + s.size])
 
     def _header(self):
         data = self.data
@@ -277,7 +285,7 @@ class _Parser:
         end = offset + filesz
         pos = offset
         while pos + entry.size <= end:
-            tag, value = entry.unpack_from(self.data, pos)
+            tag, value = entry.unpack(self.data[pos:pos + entry.size])
             if tag == DT_NULL:
                 return needed, tags
             if tag == DT_NEEDED:

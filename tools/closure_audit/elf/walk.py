@@ -51,14 +51,17 @@ class Walker:
     """Collects ELF files under several targets into one Scan.
 
     `allow(real_path)` decides whether a symlink's real location belongs to the
-    audit; `ignore(path)` drops files a policy excludes.
+    audit; `ignore(path)` drops files a policy excludes; `found(path, elf)`
+    hears of each ELF file as soon as it is read.
     """
 
     def __init__(self, allow: Callable[[str], bool], ignore: Callable[[str], bool] | None = None,
-                 progress: Callable[[int], None] | None = None):
+                 progress: Callable[[int], None] | None = None,
+                 found: Callable[[str, ElfFile], None] | None = None):
         self.allow = allow
         self.ignore = ignore
         self.progress = progress
+        self.found = found
         self.scan = Scan()
         self._seen_files: set[tuple[int, int]] = set()
         self._tops: list[str] = []
@@ -121,6 +124,8 @@ class Walker:
         else:
             if info is not None:
                 scan.elf[path] = info
+                if self.found is not None:
+                    self.found(path, info)
 
     def _link(self, path: str, name: str, stack: list[str]) -> None:
         try:
@@ -160,7 +165,8 @@ class Walked:
 
 def walk_targets(targets: list[str], *, root: str | None = None,
                  ignore: Callable[[str, tuple[str, ...]], bool] | None = None,
-                 progress: Callable[[int], None] | None = None) -> Walked:
+                 progress: Callable[[int], None] | None = None,
+                 found: Callable[[str, ElfFile], None] | None = None) -> Walked:
     """Read every ELF file of the targets. Links leading out of the targets
     are followed into the store (a Nix profile), never out of a tree.
     `ignore(path, scope)` drops the files a policy excludes."""
@@ -174,7 +180,8 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         def allow(path: str) -> bool:
             return any(under(path, r) for r in roots)
     scope = tuple(dict.fromkeys(roots + tuple(reals)))
-    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress)
+    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress,
+                    found=found)
     for t in reals:
         walker.add(t)
     return Walked(reals, mode, roots, walker.scan, scope)

@@ -13,3 +13,26 @@ DRIVER_LIBRARIES = (
     "libcuda.so*", "libnvidia-*.so*", "libnvcuvid.so*", "libnvidia-ml.so*", "libcudadebugger.so*",
 )
 DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
+
+# What a library an object opens at run time (dlopen) is, by name: the first
+# class whose patterns match, else "unknown". docs/loader.md#what-an-object-opens
+# explains each class and what the audit requires of it.
+OPENED_CLASSES = (
+    ("driver", DRIVER_LIBRARIES + (
+        "libEGL_nvidia.so*", "libGLX_nvidia.so*", "libGLESv*_nvidia.so*", "libnvoptix.so*")),
+    ("toolkit", (
+        "libcudart.so*", "libnvrtc.so*", "libnvrtc-builtins*.so*", "libnvrtc.alt.so*", "libnvJitLink.so*",
+        "libnvfatbin.so*", "libnvvm.so*", "libcublas.so*", "libcublasLt.so*", "libnvblas.so*", "libcufft.so*",
+        "libcufftw.so*", "libcurand.so*", "libcusparse.so*", "libcusparseLt.so*", "libcusolver.so*",
+        "libcusolverMg.so*", "libcudnn*.so*", "libnccl.so*", "libnvshmem*.so*", "libcupti.so*",
+        "libnvperf_host.so*", "libnvperf_target.so*", "libcufile.so*", "libcufile_rdma.so*", "libnpp*.so*",
+        "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*",
+        "nvshmem_*.so*")),
+    ("optional", (
+        "libibverbs.so*", "libmlx5.so*", "librdmacm.so*", "libgdrapi.so*", "libfabric.so*", "libucp.so*",
+        "libucs.so*", "libmpi*.so*", "liboshmem.so*", "libpmix.so*", "libnuma.so*", "libEGL.so*", "libGL.so*",
+        "libGLX.so*", "libOpenCL.so*", "libvulkan.so*", "libVulkan_*.so*", "libX11.so*", "libmkl_*.so*",
+        "libmemkind.so*", "libittnotify.so*", "libneuralnetworks.so*", "libmount.so*", "libudev.so*",
+        "liburcu*.so*", "libcufile_ck.so*", "libcask_profile_interface.so*")),
+)
+OPENED_CLASS_NAMES = ("driver", "toolkit", "optional", "unknown")

@@ -31,7 +31,7 @@ closureSize, when asked for, is every path's closure size, as
 `nix path-info --closure-size` writes it (computed with closure_audit's own
 sizes.py, which the test suite checks against brute force).
 
-  python3 benchmarks/synthetic.py --paths 100000 [--closure-size] [--cycles]
+  python3 benchmarks/gen_dumps.py --paths 100000 [--closure-size] [--cycles]
       [--format list|object|basenames] [--variant old|new] [--seed N] -o FILE
 """
 
@@ -223,7 +223,7 @@ def main() -> int:
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
     if args.paths < 100:
-        sys.exit("synthetic: --paths must be at least 100")
+        sys.exit("gen_dumps: --paths must be at least 100")
     Path(args.output).write_bytes(dump(args.paths, args.seed, args.closure_size, args.cycles, args.format,
                                        args.variant))
     return 0
