@@ -276,7 +276,7 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
         table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
                       Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
     if len(packages) > MAX_PACKAGES:
-        table.add_row(Text(f"… {len(packages) - MAX_PACKAGES} more packages (--json lists all)", style="dim"))
+        table.add_row(Text(f"… {len(packages) - MAX_PACKAGES:,} more packages (--json lists all)", style="dim"))
     console.print()
     console.print(table if packages else Text("the closures hold the same paths", style="green"))
     findings_tables(console, findings)
