@@ -287,7 +287,7 @@ class _Parser:
             else:  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
                 seg = (f[0], f[2], f[3], f[5], f[6], f[7])
             p_type, offset, vaddr, filesz, memsz, align = seg
-            if offset + filesz > self.size:
+            if filesz and offset + filesz > self.size:
                 raise InvalidElf(f"program header {i} ({_pt_name(p_type)}) at offset {offset:#x} "
                                  f"({filesz} bytes) runs past the end of the file ({self.size} bytes)")
             if p_type == PT_LOAD:
