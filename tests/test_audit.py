@@ -157,7 +157,7 @@ def test_invalid_files(build):
     assert "past the end" in reasons["truncated.so"]
     assert reasons["loop1"] == reasons["loop2"] == "symlink loop"
     assert reasons["libgone.so"] == "dangling symlink to gone.so.1"
-    assert reasons[os.fsdecode(b"lib\xff\xfe.so")] == "file name is not valid UTF-8"
+    assert os.fsdecode(b"lib\xff\xfe.so") not in reasons  # a valid ELF file, whatever its name
     assert all(f.severity == "warning" for f in r["invalid-elf"])
 
 

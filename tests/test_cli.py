@@ -122,14 +122,20 @@ def test_result_symlink_into_a_store(build, tmp_path):
     assert [f["rule"] for f in report["findings"]] == ["runpath-impure"] and p.returncode == 1
 
 
-def test_non_utf8_names_give_valid_json(build):
-    lib = build.lib("libA.so")
+def test_non_utf8_names_are_audited_and_shown_escaped(build):
+    """A valid library whose name is not UTF-8 is read by its contents (here:
+    a need that is missing), and shown with \\xNN escapes in JSON and text."""
+    dep = build.lib("libdep.so")
+    lib = build.lib("libA.so", links=[dep])
     os.rename(lib, os.fsencode(str(build.root)) + b"/lib\xff.so")
+    dep.unlink()
     p = run_cli("audit", "--json", str(build.root))
     report = json.loads(p.stdout)
     validate(report)
     (f,) = report["findings"]
-    assert f["file"].endswith("lib\\xff.so") and f["rule"] == "invalid-elf"
+    assert f["file"].endswith("lib\\xff.so") and f["rule"] == "unresolved-library" and p.returncode == 1
+    text = run_cli("audit", str(build.root))
+    assert "lib\\xff.so" in text.stdout and "invalid-elf" not in text.stdout
 
 
 def test_progress_appears_only_on_a_terminal(monkeypatch):

@@ -37,13 +37,6 @@ def _os_reason(exc: OSError) -> str:
     return f"unreadable: {exc.strerror or exc}"
 
 
-def _check_name(path: str, name: str, scan: Scan) -> None:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        scan.problems.append((path, "file name is not valid UTF-8"))
-
-
 def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
@@ -91,9 +84,9 @@ class Walker:
                 scan.problems.append((directory, f"cannot list directory: {_os_reason(exc)}"))
                 continue
             for entry in entries:
+                # Names are bytes (surrogate-escaped here): a file is judged by its
+                # contents, whatever its name; the output escapes what is not UTF-8.
                 name = entry.name
-                if not name.isascii():
-                    _check_name(entry.path, name, scan)
                 try:
                     if entry.is_file(follow_symlinks=False):
                         regular(entry.path, dev, entry.inode())
