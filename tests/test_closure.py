@@ -317,7 +317,7 @@ def test_closure_errors_are_one_line(store, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     cases = [
-        (["why", "--path-info", str(bad)], "is not JSON"),
+        (["why", "--path-info", str(bad)], "is not a saved closure (not JSON"),
         (["size", str(tmp_path)], "not in the Nix store"),
         (["size", os.path.dirname(store["torch"]) + "/" + "1" * 32 + "-gone"], "is not in the store"),
         (["why", "--path-info", str(tmp_path / "missing.json")], "path-info dump not found"),
@@ -458,3 +458,16 @@ def test_installables_are_resolved_never_built_without_build(tmp_path):
     assert root.endswith(f"-fixture-installable-{os.getpid()}") and report["summary"]["paths"] == 1
     p, again = cli_json("size", installable)  # built now: resolved without --build
     assert again["target"] == [root]
+
+
+def test_a_file_that_is_no_closure_says_what_a_target_may_be(tmp_path):
+    nix_file = tmp_path / "default.nix"
+    nix_file.write_text("{ pkgs ? import <nixpkgs> {} }: pkgs.hello\n")
+    p = run_cli("size", str(nix_file))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "a target is a store path, a result link, an installable (.#attr)" in p.stderr
+    assert f"nix-build {nix_file}" in p.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    p = run_cli("size", "--path-info", str(empty))
+    assert p.returncode == 2 and "no store paths" in p.stderr
