@@ -20,7 +20,7 @@ from conftest import assert_matches_pyelftools, run_cli, validate
 from cudagen import Nvcc, find_nvcc, gencode
 from nixstore import needs_nix, nix_build
 from parts import needs
-from closure_audit.archs import group
+from closure_audit.findings.gpu import group
 from closure_audit.elf.fatbin import FATBIN_SECTIONS, FatbinError, Reader, parse_container, read_file
 
 NVCC = find_nvcc()

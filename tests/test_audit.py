@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from closure_audit.audit import Auditor
+from closure_audit.commands.audit import audit as run_audit
 from parts import require
 from closure_audit.errors import TargetError
 from closure_audit.findings.policy import Policy, parse_policy
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.fhs
 
 
 def audit(*targets, policy: Policy | None = None, **kw):
-    return Auditor([str(t) for t in targets], policy or Policy(), **kw).run()
+    return run_audit([str(t) for t in targets], policy or Policy(), **kw)[0]
 
 
 def rules(report) -> dict[str, list]:

@@ -139,17 +139,17 @@ def test_non_utf8_names_are_audited_and_shown_escaped(build):
 
 
 def test_progress_appears_only_on_a_terminal(monkeypatch):
-    from closure_audit.cli import _LazyProgress
+    from closure_audit.output.progress import _LazyProgress
 
     class Console:
         def __init__(self, tty):
             self.is_terminal = tty
 
-    quiet = _LazyProgress(Console(False))
+    quiet = _LazyProgress(Console(False), "files")
     quiet.DELAY = 0
     quiet(1000)
     assert quiet.progress is None
-    shown = _LazyProgress(Console(True))
+    shown = _LazyProgress(Console(True), "files")
     shown.DELAY = 0
     from rich.console import Console as Real
     import io
@@ -158,6 +158,18 @@ def test_progress_appears_only_on_a_terminal(monkeypatch):
     shown(1000)
     assert shown.progress is not None
     shown.stop()
-    early = _LazyProgress(Console(True))  # a scan shorter than the delay shows nothing
+    early = _LazyProgress(Console(True), "files")  # a scan shorter than the delay shows nothing
     early(10)
     assert early.progress is None
+
+
+@pytest.mark.parametrize("version, message", [
+    ("nix (Nix) 2.3.16", "Nix 2.3.16 is too old: closure-audit needs Nix 2.4 or newer"),
+    ("something else", "Nix (unknown version) is too old"),
+])
+def test_an_old_nix_is_refused_in_one_line(tmp_path, version, message):
+    fake = tmp_path / "nix"
+    fake.write_text(f"#!/bin/sh\necho '{version}'\n")
+    fake.chmod(0o755)
+    p = run_cli("size", ".#python3Packages.torch", env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr

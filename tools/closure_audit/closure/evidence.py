@@ -61,7 +61,9 @@ class Evidence:
         return sorted(self.hits, key=lambda h: (KIND_RANK[h.kind], h.file, h.offset))[:limit]
 
 
-def printable(data: bytes) -> str:
+def ascii_view(data: bytes) -> str:
+    """Bytes as text the way a hex dump shows them: printable ASCII as is,
+    anything else as a dot."""
     return "".join(chr(b) if 32 <= b < 127 else "." for b in data)
 
 
@@ -151,7 +153,7 @@ class Scanner:
         for needle, ref in needles:
             pos = target.find(needle)
             if pos >= 0:
-                found[ref].add(Hit(rel, pos, "symlink", printable(target)))
+                found[ref].add(Hit(rel, pos, "symlink", ascii_view(target)))
 
     def _positions(self, jobs: list[_Job]) -> list[list[tuple[int, int]]]:
         """Needle positions per job; nothing from a file that vanished."""
@@ -167,7 +169,7 @@ class Scanner:
                 elf = None
         used = self._used_entries(path, elf) if elf is not None else set()
         for pos, ref in hits:
-            context = printable(data[max(0, pos - CONTEXT):pos + 32 + CONTEXT])
+            context = ascii_view(data[max(0, pos - CONTEXT):pos + 32 + CONTEXT])
             kind, entry = ("text", None) if elf is None else ("elf-string", None)
             if elf is not None:
                 for tag, start, length in elf.strings:

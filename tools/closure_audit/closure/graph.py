@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 
 import networkx as nx
 
 from ..errors import ClosureError
+from ..nix import find, nix, run
 from ..storepath import is_store_basename, store_dir, top_store_path
-
-NIX_FLAGS = ["--extra-experimental-features", "nix-command flakes"]
-
 
 @dataclass
 class Closure:
@@ -131,25 +128,6 @@ def parse_dump_db(text: str) -> dict[str, dict]:
 
 # -- reading ---------------------------------------------------------------------
 
-def _run(cmd: list[str], what: str) -> str:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as exc:
-        raise ClosureError(f"cannot run {cmd[0]}: {exc.strerror}") from None
-    if p.returncode != 0:
-        lines = [ln.strip() for ln in p.stderr.splitlines() if ln.strip()]
-        msg = next((ln for ln in reversed(lines) if ln.startswith("error:")), lines[-1] if lines else "failed")
-        raise ClosureError(f"{what}: {msg.removeprefix('error:').strip()}")
-    return p.stdout
-
-
-def require_nix() -> str:
-    nix = shutil.which("nix")
-    if nix is None:
-        raise ClosureError("nix is not installed; it is needed to read closures (or give --path-info FILE)")
-    return nix
-
-
 def resolve_root(target: str, build: bool = False) -> str:
     """A store path for a target: a path in the store, a result symlink, or
     (with nix) an installable such as .#python3Packages.torch."""
@@ -164,10 +142,9 @@ def resolve_root(target: str, build: bool = False) -> str:
         raise ClosureError(f"path '{target}' is not in the store")
     if "#" not in target and "/" not in target and not target.startswith("."):
         raise ClosureError(f"target not found: {target}")
-    nix = require_nix()
     if build:
-        _run([nix, *NIX_FLAGS, "build", "--no-link", target], f"building {target}")
-    out = _run([nix, *NIX_FLAGS, "path-info", target], f"{target} (not built? pass --build)")
+        nix("build", "--no-link", target, what=f"building {target}")
+    out = nix("path-info", target, what=f"{target} (not built? pass --build)")
     paths = out.split()
     if not paths:
         raise ClosureError(f"{target}: nix returned no store path")
@@ -177,20 +154,18 @@ def resolve_root(target: str, build: bool = False) -> str:
 def query(roots: list[str]) -> Closure:
     """The closure of `roots` from the local store."""
     store = store_dir()
-    nix = shutil.which("nix")
-    if nix is not None:
-        out = _run([nix, *NIX_FLAGS, "path-info", "--json", "--recursive", "--closure-size", *roots],
-                   "nix path-info")
+    if shutil.which("nix") is not None:
+        out = nix("path-info", "--json", "--recursive", "--closure-size", *roots, what="nix path-info")
         try:
             data = json.loads(out)
         except json.JSONDecodeError:
             raise ClosureError("nix path-info printed something that is not JSON") from None
         return Closure(build_graph(parse_path_info(data, store, "nix path-info")), roots, "nix path-info", store)
     nix_store = shutil.which("nix-store")
-    if nix_store is None:
-        raise ClosureError("nix is not installed; it is needed to read closures (or give --path-info FILE)")
-    requisites = _run([nix_store, "--query", "--requisites", *roots], "nix-store --query").split()
-    entries = parse_dump_db(_run([nix_store, "--dump-db", *requisites], "nix-store --dump-db"))
+    if nix_store is None:  # neither tool: the message names the one users install
+        find("nix", why="to read closures (or give --path-info FILE)")
+    requisites = run([nix_store, "--query", "--requisites", *roots], "nix-store --query").split()
+    entries = parse_dump_db(run([nix_store, "--dump-db", *requisites], "nix-store --dump-db"))
     return Closure(build_graph(entries), roots, "nix-store", store)
 
 

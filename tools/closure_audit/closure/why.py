@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import fnmatch
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from .graph import Closure
+from .sizes import added_sizes
 from .evidence import Evidence, Scanner
-from ..findings.rules import Finding
+from ..findings.collector import Findings
+from ..findings.policy import Policy
 from ..storepath import hash_part, name_part
 from ..units import format_size
 
@@ -109,7 +112,7 @@ def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_ch
     return out
 
 
-def forbidden_matches(closure: Closure, policy) -> dict[str, tuple[str, str]]:
+def forbidden_matches(closure: Closure, policy: Policy) -> dict[str, tuple[str, str]]:
     """Paths of the closure the policy forbids: path -> (pattern, reason)."""
     out = {}
     for path in closure.graph:
@@ -119,13 +122,28 @@ def forbidden_matches(closure: Closure, policy) -> dict[str, tuple[str, str]]:
     return out
 
 
-def forbidden_finding(e: Explanation, added_size: int, severity: str, **extra) -> Finding:
-    via = e.hops[-1].evidence.best(1) if e.hops else []
-    how = f"; last hop: {via[0].kind} in {via[0].file or '.'}" if via else ""
-    message = (f"{name_part(e.path)} is in the closure ({e.reason}), adding {format_size(added_size)}; "
-               f"reached in {len(e.hops)} hop{'s' * (len(e.hops) != 1)}{how}")
-    fields = {"pattern": e.pattern, "reason": e.reason, "added_size": added_size, "chain": e.chain,
-              "hops": [h.to_json() for h in e.hops], **extra}
-    if e.referrers:
-        fields["referrers"] = [h.to_json() for h in e.referrers]
-    return Finding("forbidden-path", severity, message, e.path, fields)
+def forbidden_paths(closure: Closure, policy: Policy, findings: Findings, *, added: dict[str, int] | None = None,
+                    all_chains: bool = False, exclude: Collection[str] = (), scanner: Scanner | None = None,
+                    **fields) -> list[Explanation]:
+    """The forbidden-path pipeline every command runs: match the policy's
+    patterns, explain each match (chain and evidence), and add one
+    `forbidden-path` finding per match. `exclude` leaves out paths already
+    known (diff: those the old closure had); `fields` go on every finding.
+    `added` (every path's added size) is computed when not given and needed."""
+    matches = {p: m for p, m in forbidden_matches(closure, policy).items() if p not in exclude}
+    if not matches:
+        return []
+    if added is None:
+        added = added_sizes(closure)
+    explanations = explain(closure, matches, all_chains, scanner)
+    for e in explanations:
+        size = added.get(e.path, 0)
+        via = e.hops[-1].evidence.best(1) if e.hops else []
+        how = f"; last hop: {via[0].kind} in {via[0].file or '.'}" if via else ""
+        extra = {"referrers": [h.to_json() for h in e.referrers]} if e.referrers else {}
+        findings.add("forbidden-path", e.path,
+                     f"{name_part(e.path)} is in the closure ({e.reason}), adding {format_size(size)}; "
+                     f"reached in {len(e.hops)} hop{'s' * (len(e.hops) != 1)}{how}",
+                     pattern=e.pattern, reason=e.reason, added_size=size, chain=e.chain,
+                     hops=[h.to_json() for h in e.hops], **fields, **extra)
+    return explanations

@@ -16,6 +16,9 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..paths import under
+from ..storepath import store_dir
+from ..targets import resolve_targets
 from .reader import ElfFile, InvalidElf, read_elf
 
 
@@ -35,10 +38,6 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "unreadable: permission denied"
     return f"unreadable: {exc.strerror or exc}"
-
-
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 class Walker:
@@ -133,8 +132,42 @@ class Walker:
         if stat.S_ISDIR(st.st_mode):
             # A link back into a walked tree adds nothing; one leading elsewhere
             # (a Nix profile's links into other store paths) is walked once.
-            if not any(_under(real, top) for top in self._tops):
+            if not any(under(real, top) for top in self._tops):
                 self._tops.append(real)
                 stack.append(real)
         else:
             self._file(real, st)
+
+
+@dataclass
+class Walked:
+    """The targets as real paths, their mode and tree roots, what the walk
+    found, and the paths [ignore] patterns are relative to."""
+
+    targets: list[str]
+    mode: str
+    roots: tuple[str, ...]
+    scan: Scan
+    scope: tuple[str, ...]
+
+
+def walk_targets(targets: list[str], *, root: str | None = None,
+                 ignore: Callable[[str, tuple[str, ...]], bool] | None = None,
+                 progress: Callable[[int], None] | None = None) -> Walked:
+    """Read every ELF file of the targets. Links leading out of the targets
+    are followed into the store (a Nix profile), never out of a tree.
+    `ignore(path, scope)` drops the files a policy excludes."""
+    reals, mode, roots = resolve_targets(targets, root)
+    if mode == "nix-store":
+        top = store_dir() + "/"
+
+        def allow(path: str) -> bool:
+            return path.startswith(top)
+    else:
+        def allow(path: str) -> bool:
+            return any(under(path, r) for r in roots)
+    scope = tuple(dict.fromkeys(roots + tuple(reals)))
+    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress)
+    for t in reals:
+        walker.add(t)
+    return Walked(reals, mode, roots, walker.scan, scope)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
+from .. import schemas
 from ..errors import PolicyError
+from ..paths import relative_to
 from ..loader.libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 from .rules import OFF, RULES, SEVERITIES
 from ..tomlfile import read_toml
@@ -64,10 +66,7 @@ class Policy:
     def ignored(self, path: str, roots: tuple[str, ...] = ()) -> bool:
         if not self.ignore_paths:
             return False
-        candidates = [path]
-        for root in roots:
-            if path.startswith(root.rstrip("/") + "/"):
-                candidates.append(path[len(root.rstrip("/")) + 1:])
+        candidates = [path] + [rel for root in roots if (rel := relative_to(path, (root,))) is not None]
         return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in self.ignore_paths)
 
 
@@ -92,8 +91,8 @@ def parse_policy(data: dict, source: str = "policy") -> Policy:
     values: dict = {}
     for table, content in data.items():
         if table == "schema":
-            if content != "closure-audit-policy/1":
-                raise PolicyError(f"{source}: unsupported schema {content!r} (expected 'closure-audit-policy/1')")
+            if content != schemas.POLICY:
+                raise PolicyError(f"{source}: unsupported schema {content!r} (expected '{schemas.POLICY}')")
             continue
         if not isinstance(content, dict):
             raise PolicyError(f"{source}: '{table}' must be a table")

@@ -68,8 +68,8 @@ def from_nix_config(file: str | None) -> Request:
     A config without cudaCapabilities is an error: the default set depends on
     the CUDA release, which the binaries do not name."""
     import json
-    import shutil
-    import subprocess
+
+    from ..nix import find, run
 
     path = file or config_file()
     if path is None:
@@ -77,16 +77,9 @@ def from_nix_config(file: str | None) -> Request:
                          "($NIXPKGS_CONFIG, ~/.config/nixpkgs/config.nix); name one: --from-nix-config FILE")
     if not os.path.isfile(path):
         raise UsageError(f"--from-nix-config: not a file: {path}")
-    tool = shutil.which("nix-instantiate")
-    if tool is None:
-        raise UsageError("--from-nix-config needs nix-instantiate (Nix) on PATH")
+    tool = find("nix-instantiate", UsageError, "for --from-nix-config")
     cmd = [tool, "--eval", "--strict", "--json", "--expr", _READ_CONFIG, "--arg", "file", os.path.abspath(path)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        lines = [ln.strip() for ln in p.stderr.splitlines() if ln.strip()]
-        why = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else "failed")
-        raise UsageError(f"--from-nix-config: cannot evaluate {path}: {why.removeprefix('error:').strip()}")
-    data = json.loads(p.stdout)
+    data = json.loads(run(cmd, f"--from-nix-config: cannot evaluate {path}", UsageError))
     caps, fwd = data["capabilities"], data["forwardCompat"]
     source = f"nixpkgs config {path}"
     if caps is None:

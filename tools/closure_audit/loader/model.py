@@ -29,6 +29,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 
+from ..paths import under
 from ..elf.reader import ElfFile, InvalidElf, read_elf
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES, GLIBC_FAMILY
 
@@ -74,7 +75,7 @@ class Environment:
         return path.startswith(self.store_dir.rstrip("/") + "/")
 
     def in_tree(self, path: str) -> bool:
-        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in self.tree_roots)
+        return any(under(path, r) for r in self.tree_roots)
 
     def inside(self, path: str) -> bool:
         """Inside what the audit covers: the store, or the trees."""

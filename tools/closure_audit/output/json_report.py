@@ -7,25 +7,14 @@ command, target, mode, summary, findings) and its own sections.
 from __future__ import annotations
 
 import json
-import os
+import sys
 from collections import Counter
 
-from .. import __version__
+from .. import __version__, schemas
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject
 from ..findings.rules import Finding
-
-SCHEMA = "closure-audit/1"
-
-
-def printable(path: str) -> str:
-    """A path as text: bytes that are not UTF-8 become \\xNN escapes."""
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
-
+from .text import printable
 
 def _clean(value):
     if isinstance(value, str):
@@ -41,7 +30,7 @@ def envelope(command: str, target: list[str], mode: str, findings: list[Finding]
              summary: dict, **sections) -> dict:
     counts = Counter(f.severity for f in findings)
     out = {
-        "schema": SCHEMA,
+        "schema": schemas.REPORT,
         "tool": {"name": "closure-audit", "version": __version__},
         "command": command,
         "target": target,
@@ -59,6 +48,11 @@ def envelope(command: str, target: list[str], mode: str, findings: list[Finding]
 
 def dumps(data: dict) -> str:
     return json.dumps(data, indent=2)
+
+
+def emit(data: dict) -> None:
+    """Print one report on standard output."""
+    sys.stdout.write(dumps(data) + "\n")
 
 
 # -- audit -----------------------------------------------------------------------
@@ -135,7 +129,7 @@ def gate_json(results, findings) -> dict:
             "limits": {"max_closure_size": b.max_closure_size,
                        "max_growth": b.max_growth.describe() if b.max_growth else None,
                        "max_added_size": b.max_added_size},
-            "passed": not any(f.severity == "error" and f.fields.get("target") == b.name for f in findings),
+            "passed": r.passed(findings),
             "largest_added": [{"path": p, "added_size": s} for p, s in r.largest_added],
         })
     roots = [root for r in results for root in r.closure.roots]

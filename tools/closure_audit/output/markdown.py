@@ -1,11 +1,16 @@
 """The gate's summary as Markdown, fit for a pull-request comment or
-$GITHUB_STEP_SUMMARY."""
+$GITHUB_STEP_SUMMARY, and where it is written."""
 
 from __future__ import annotations
 
-from .json_report import printable
+import os
+import sys
+from collections.abc import Callable
+
+from ..errors import UsageError
 from ..storepath import name_part
 from ..units import format_size
+from .text import printable
 
 MAX_FINDINGS = 50
 
@@ -21,7 +26,7 @@ def gate_markdown(results, findings) -> str:
               "| --- | ---: | ---: | ---: | ---: | --- |"]
     for r in results:
         b = r.budget
-        bad = any(f.fields.get("target") == b.name for f in errors)
+        bad = not r.passed(findings)
         budget = format_size(b.max_closure_size) if b.max_closure_size is not None else "—"
         base = format_size(r.baseline_size) if r.baseline_size is not None else "—"
         growth = "—" if r.baseline_size is None else format_size(r.closure_size - r.baseline_size, signed=True)
@@ -50,3 +55,22 @@ def gate_markdown(results, findings) -> str:
         lines += [f"| `{_cell(t)}` | `{_cell(name_part(p))}` | {format_size(s)} |" for t, p, s in r_largest]
         lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def write_summary(render: Callable[[], str], markdown: str | None) -> None:
+    """Write the summary to `markdown` (a file, or '-' for standard output)
+    and append it to $GITHUB_STEP_SUMMARY when that is set."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    files = [f for f in (markdown, step_summary) if f]
+    if not files:
+        return
+    text = render()
+    for f in files:
+        if f == "-":
+            sys.stdout.write(text)
+            continue
+        try:
+            with open(f, "a" if f == step_summary else "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write the Markdown summary to {f}: {exc.strerror}") from None

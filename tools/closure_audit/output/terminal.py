@@ -11,10 +11,11 @@ from rich.tree import Tree
 
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject, Resolution
-from .json_report import printable
 from ..findings.rules import RULES, SEVERITY_RANK
 from ..storepath import name_part
+from ..paths import relative_to
 from ..units import format_size
+from .text import printable
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
@@ -23,6 +24,13 @@ _KIND_STYLE = {"runpath-used": "bold red", "runpath-unused": "yellow", "needed":
                "interpreter": "bold red", "symlink": "cyan", "elf-string": "magenta", "text": "blue"}
 MAX_ROWS = 40
 EVIDENCE_ROWS = 5
+
+
+def console():
+    """The console commands print their reports on."""
+    from rich.console import Console
+
+    return Console(highlight=False)
 
 
 def _plural(n: int, word: str) -> str:
@@ -83,11 +91,7 @@ def render_audit(report, console, tree: Chain | None = None) -> None:
     def short(path: str | None) -> str:
         if path is None:
             return ""
-        path = printable(path)
-        for root in report.env.tree_roots:
-            if path.startswith(root.rstrip("/") + "/"):
-                return path[len(root.rstrip("/")) + 1:]
-        return path
+        return printable(relative_to(path, report.env.tree_roots) or path)
 
     header(console, "audit", report.mode, report.targets)
     line = Text(f"{report.files:,} files, {report.elf_files:,} ELF, "
@@ -244,7 +248,7 @@ def render_gate(console, results, findings) -> None:
         table.add_column(col, justify=just)
     for r in results:
         b = r.budget
-        bad = any(f.severity == "error" and f.fields.get("target") == b.name for f in findings)
+        bad = not r.passed(findings)
         growth = "" if r.baseline_size is None else format_size(r.closure_size - r.baseline_size, signed=True)
         table.add_row(b.name, format_size(r.closure_size),
                       format_size(b.max_closure_size) if b.max_closure_size is not None else "",
@@ -267,10 +271,7 @@ def _short_to(targets: list[str]):
     roots = [t if os.path.isdir(t) else os.path.dirname(t) for t in targets]
 
     def short(path: str) -> str:
-        for root in roots:
-            if path.startswith(root.rstrip("/") + "/"):
-                return printable(path[len(root.rstrip("/")) + 1:])
-        return printable(path)
+        return printable(relative_to(path, roots) or path)
     return short
 
 

@@ -1,7 +1,7 @@
-"""`closure-audit archs`: the GPU code inside every ELF file of the targets,
-judged against the capabilities a build was meant for.
+"""Judge the GPU code inside ELF files against the capabilities a build was
+meant for.
 
-Read (fatbin.py), group by section, kind and architecture, judge per file:
+Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 
 - a cubin is of use when it runs on a requested GPU (even beside a closer
   one: cubins of one file need not hold the same kernels); PTX when the driver
@@ -20,18 +20,14 @@ Read (fatbin.py), group by section, kind and architecture, judge per file:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .gpu.request import Request
-from .elf.fatbin import Entry, read_files
-from .gpu.code import Code, serves
-from .findings.policy import Policy
-from .findings.rules import Finding
-from .storepath import store_dir
-from .targets import resolve_targets
-from .units import format_size
-from .elf.walk import Walker
+from ..elf.fatbin import Entry
+from ..gpu.code import Code, serves
+from ..gpu.request import Request
+from ..units import format_size
+from .collector import Findings
+from .rules import Finding
 
 NATIVE_FALLBACK = {"sm_75", "compute_75"}
 
@@ -130,20 +126,12 @@ def group(entries: list[Entry]) -> list[CodeGroup]:
     return sorted(groups.values(), key=lambda g: (g.section, code_order(g.code)))
 
 
-class Judge:
-    """Findings for one file at a time, under a policy's severities."""
+class GpuJudge:
+    """Findings for one file at a time."""
 
-    def __init__(self, request: Request | None, policy: Policy, mode: str, roots: tuple[str, ...] = ()):
+    def __init__(self, request: Request | None, findings: Findings):
         self.request = request
-        self.policy = policy
-        self.mode = mode
-        self.roots = roots
-        self.findings: list[Finding] = []
-
-    def add(self, rule: str, file: str, message: str, **fields) -> None:
-        severity = self.policy.severity_of(rule, self.mode)
-        if severity is not None and not self.policy.ignored(file, self.roots):
-            self.findings.append(Finding(rule, severity, message, file, fields))
+        self.add = findings.add
 
     def file(self, f: FileArchs) -> None:
         for problem in f.problems:
@@ -217,35 +205,3 @@ def forward_ptx(codes: list[Code], top: tuple[int, int]) -> Code | None:
     plain (not a/f) PTX at or below it."""
     fit = [c for c in codes if c.kind == "compute" and not c.variant and (c.major, c.minor) <= top]
     return max(fit, key=code_order, default=None)
-
-
-def elf_files(targets: list[str], policy: Policy, progress: Callable[[int], None] | None = None):
-    """(resolved targets, mode, roots, ELF paths, walk problems). Links leading
-    out of the targets are followed into the store (a profile), never out of a
-    tree."""
-    reals, mode, roots = resolve_targets(targets)
-    store = mode == "nix-store"
-    top = store_dir() + "/"
-    tops = tuple(r.rstrip("/") + "/" for r in roots)
-    walker = Walker(allow=(lambda p: p.startswith(top)) if store else (lambda p: (p + "/").startswith(tops)),
-                    ignore=(lambda p: policy.ignored(p, roots)) if policy.ignore_paths else None,
-                    progress=progress)
-    for t in reals:
-        walker.add(t)
-    return reals, mode, roots, sorted(walker.scan.elf), walker.scan.problems
-
-
-def run(targets: list[str], policy: Policy, request: Request | None, deep: bool,
-        progress: Callable[[int], None] | None = None) -> ArchReport:
-    reals, mode, roots, paths, problems = elf_files(targets, policy, progress)
-    report = ArchReport(reals, mode, deep, request, elf_files=len(paths))
-    judge = Judge(request, policy, mode, roots)
-    for path, reason in problems:
-        judge.add("invalid-elf", path, reason, reason=reason)
-    for path, code in read_files(paths, deep).items():
-        if code.entries or code.problems:
-            f = FileArchs(path, code.containers, group(code.entries), code.problems)
-            judge.file(f)
-            report.files.append(f)
-    report.findings = sorted(judge.findings, key=Finding.sort_key)
-    return report

@@ -1,0 +1,107 @@
+"""`closure-audit archs`: the GPU code inside every ELF file of the targets,
+judged against the capabilities a build was meant for (docs/archs.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import UsageError
+from . import options
+
+HELP = "GPU code inside fat binaries: architectures, sizes, what is missing or unused"
+
+
+def add_arguments(p) -> None:
+    p.description = ("List the GPU code objects (cubin, PTX, LTO IR) inside every ELF file of the targets; with "
+                     "requested capabilities, report what is missing and what no requested GPU can use "
+                     "(docs/archs.md).")
+    p.add_argument("targets", nargs="+", metavar="TARGET",
+                   help="a file, a directory, a Nix store path or result symlink; with --closure, also an "
+                        "installable (.#attr)")
+    p.add_argument("--capabilities", metavar="LIST", help="requested CUDA capabilities: 8.6,9.0 (9.0a, 10.0f)")
+    p.add_argument("--forward-compat", action=argparse.BooleanOptionalAction, default=None,
+                   help="also require PTX for GPUs newer than those requested (default: off for --capabilities, "
+                        "the source's setting otherwise)")
+    p.add_argument("--from-nix-config", nargs="?", const="", metavar="FILE",
+                   help="read cudaCapabilities and cudaForwardCompat from a nixpkgs config "
+                        "(default: the one nixpkgs reads: $NIXPKGS_CONFIG, ~/.config/nixpkgs/config.nix)")
+    options.add_policy(p, "TOML policy; [gpu] can hold the capabilities (docs/policy.md)")
+    p.add_argument("--deep", action="store_true",
+                   help="also search the rest of every file for containers (NVIDIA keeps some in .ldata, "
+                        ".rodata, .cask_resource); reads whole files")
+    p.add_argument("--closure", action="store_true", help="scan every path of the targets' Nix closures")
+    options.add_build(p, "with --closure: build installables that are not built yet")
+    options.add_json(p)
+
+
+def gpu_request(args, policy):
+    """The requested capabilities: --capabilities, else --from-nix-config, else
+    the policy's [gpu] table, else none."""
+    from dataclasses import replace
+
+    from ..gpu.request import from_nix_config, make_request
+
+    if args.capabilities is not None and args.from_nix_config is not None:
+        raise UsageError("give --capabilities or --from-nix-config, not both")
+    if args.capabilities is not None:
+        request = make_request(args.capabilities.split(","), bool(args.forward_compat), "--capabilities")
+    elif args.from_nix_config is not None:
+        request = from_nix_config(args.from_nix_config or None)
+    elif policy.gpu_capabilities is not None:
+        request = make_request(list(policy.gpu_capabilities), policy.gpu_forward_compat, f"policy {args.policy}")
+    elif args.forward_compat is not None:
+        raise UsageError("--forward-compat needs capabilities (--capabilities, --from-nix-config or a policy)")
+    else:
+        return None
+    if args.forward_compat is not None and request.forward_compat != args.forward_compat:
+        request = replace(request, forward_compat=args.forward_compat)
+    return request
+
+
+def archs(targets: list[str], policy, request, deep: bool, progress=None):
+    """Read every ELF file's GPU code, group it, judge it."""
+    from ..elf.fatbin import read_files
+    from ..elf.walk import walk_targets
+    from ..findings.collector import Findings
+    from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
+
+    walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
+    paths = sorted(walked.scan.elf)
+    report = ArchReport(walked.targets, walked.mode, deep, request, elf_files=len(paths))
+    findings = Findings(policy, walked.mode, walked.scope)
+    judge = GpuJudge(request, findings)
+    for path, reason in walked.scan.problems:
+        findings.add("invalid-elf", path, reason, reason=reason)
+    for path, code in read_files(paths, deep).items():
+        if code.entries or code.problems:
+            f = FileArchs(path, code.containers, group(code.entries), code.problems)
+            judge.file(f)
+            report.files.append(f)
+    report.findings = findings.sorted()
+    return report
+
+
+def run(args) -> int:
+    from ..output.progress import progress
+
+    policy = options.load_policy(args)
+    request = gpu_request(args, policy)
+    targets, roots = args.targets, None
+    if args.closure:
+        closure = options.read_closure(args.targets, None, args.build)
+        targets, roots = [p for p in closure.paths if closure.on_disk(p)], closure.roots
+    elif args.build:
+        raise UsageError("--build needs --closure")
+    with progress() as shown:
+        report = archs(targets, policy, request, args.deep, shown)
+    if roots is not None:
+        report.targets = roots
+    if args.json:
+        from ..output.json_report import archs_json, emit
+
+        emit(archs_json(report))
+    else:
+        from ..output.terminal import console, render_archs
+
+        render_archs(console(), report)
+    return 1 if report.failed else 0

@@ -1,0 +1,42 @@
+"""`closure-audit diff`: two closures compared package by package."""
+
+from __future__ import annotations
+
+from . import options
+
+HELP = "compare two closures package by package"
+
+
+def add_arguments(p) -> None:
+    p.description = "Compare two closures: packages added, removed and changed, with sizes."
+    p.add_argument("old", metavar="OLD", help="store path, result symlink, installable or path-info dump")
+    p.add_argument("new", metavar="NEW")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    options.add_build(p)
+    options.add_json(p)
+
+
+def run(args) -> int:
+    from ..closure.diff import diff
+    from ..closure.sizes import roots_closure_size
+    from ..closure.why import forbidden_matches, forbidden_paths
+    from ..findings.collector import Findings
+
+    policy = options.load_policy(args)
+    old = options.read_closure(args.old, None, args.build)
+    new = options.read_closure(args.new, None, args.build)
+    packages = diff(old, new)
+    # Only what the new closure brings: a forbidden path the old one had is not news.
+    findings = Findings(policy, "nix-store")
+    forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy))
+    found = findings.sorted()
+    old_size, new_size = roots_closure_size(old), roots_closure_size(new)
+    if args.json:
+        from ..output.json_report import diff_json, emit
+
+        emit(diff_json(old, new, packages, found, old_size, new_size))
+    else:
+        from ..output.terminal import console, render_diff
+
+        render_diff(console(), old, new, packages, found, old_size, new_size)
+    return 1 if any(f.severity == "error" for f in found) else 0

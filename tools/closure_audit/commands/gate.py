@@ -1,0 +1,53 @@
+"""`closure-audit gate`: fail CI when a closure breaks its budgets."""
+
+from __future__ import annotations
+
+from . import options
+
+HELP = "fail CI when a closure breaks its budgets"
+
+
+def add_arguments(p) -> None:
+    p.description = ("Check closures against a budgets file (docs/gate.md). Exit 1 on any violation, 2 when "
+                     "something cannot be checked.")
+    p.add_argument("--budgets", metavar="FILE", required=True, help="TOML budgets file")
+    p.add_argument("--target", metavar="NAME=WHAT", action="append", default=[],
+                   help="the closure of target NAME: store path, result symlink or installable")
+    p.add_argument("--path-info", metavar="NAME=FILE", action="append", default=[],
+                   help="read target NAME's closure from a saved path-info dump")
+    p.add_argument("--baseline", metavar="NAME=WHAT", action="append", default=[],
+                   help="baseline of target NAME: a saved JSON report, a path-info dump or a store path")
+    p.add_argument("--max-growth", metavar="NAME=LIMIT", action="append", default=[],
+                   help="how much target NAME may grow against its baseline: bytes (200MiB) or a percentage (5%%)")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    p.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
+                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+    options.add_build(p)
+    options.add_json(p)
+
+
+def run(args) -> int:
+    from ..closure.budgets import apply_overrides, load_budgets
+    from ..closure.gate import check, read_subjects
+    from ..findings.collector import Findings
+
+    policy = options.load_policy(args)
+    budgets = load_budgets(args.budgets)
+    apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
+    subjects = read_subjects(budgets, args.build)
+    findings = Findings(policy, "nix-store")
+    results = check(subjects, policy, findings, args.all_chains)
+    found = findings.sorted()
+    from ..output.markdown import gate_markdown, write_summary
+
+    write_summary(lambda: gate_markdown(results, found), args.markdown)
+    if args.json:
+        from ..output.json_report import emit, gate_json
+
+        emit(gate_json(results, found))
+    elif args.markdown != "-":
+        from ..output.terminal import console, render_gate
+
+        render_gate(console(), results, found)
+    return 1 if any(f.severity == "error" for f in found) else 0

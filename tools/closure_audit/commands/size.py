@@ -1,0 +1,36 @@
+"""`closure-audit size`: NAR, closure and added size of every path."""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+from . import options
+
+HELP = "NAR, closure and added size of every path of a closure"
+
+
+def add_arguments(p) -> None:
+    p.description = "Sizes of every path of the closure, largest added size first."
+    p.add_argument("targets", nargs="*", metavar="TARGET")
+    p.add_argument("--top", type=int, default=25, metavar="N", help="rows to show (default 25)")
+    p.add_argument("--all", action="store_true", help="show every path")
+    options.add_closure_inputs(p)
+
+
+def run(args) -> int:
+    from ..closure.sizes import roots_closure_size, table
+
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    closure = options.read_closure(args.targets or None, args.path_info, args.build)
+    rows = table(closure)
+    total = roots_closure_size(closure)
+    top = None if args.all else args.top
+    if args.json:
+        from ..output.json_report import emit, size_json
+
+        emit(size_json(closure, rows, total, top))
+    else:
+        from ..output.terminal import console, render_size
+
+        render_size(console(), closure, rows, total, top)
+    return 0

@@ -1,0 +1,63 @@
+"""`closure-audit why`: why paths are in a closure, with chains and evidence."""
+
+from __future__ import annotations
+
+from . import options
+
+HELP = "why paths are in a closure: chains and byte-level evidence"
+
+
+def add_arguments(p) -> None:
+    p.description = ("Explain why paths are in TARGET's closure. Without PATTERN, every path the policy forbids "
+                     "(exit 1 when there is one); with PATTERNs, the paths they match.")
+    p.add_argument("target", metavar="TARGET", nargs="?",
+                   help="store path, result symlink, installable (.#attr), or a path-info dump; "
+                        "omitted with --path-info, whose top-level paths are the roots")
+    p.add_argument("patterns", nargs="*", metavar="PATTERN",
+                   help="store path, hash part, or pattern on store names (magma-*, cudatoolkit)")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    p.add_argument("--all-chains", action="store_true", help="also show every referrer, with evidence")
+    options.add_closure_inputs(p)
+
+
+def run(args) -> int:
+    from ..closure.evidence import Scanner
+    from ..closure.sizes import added_sizes
+    from ..closure.why import explain, forbidden_paths, matcher
+    from ..findings.collector import Findings
+    from ..storepath import name_part
+
+    policy = options.load_policy(args)
+    target, patterns = args.target, args.patterns
+    if args.path_info is not None and target is not None:
+        # The dump names its roots: every word is a pattern.
+        target, patterns = None, [target, *patterns]
+    closure = options.read_closure(target, args.path_info, args.build)
+    added = added_sizes(closure)
+    scanner = Scanner(closure.store_dir)
+    findings = Findings(policy, "nix-store")
+    if patterns:
+        tests = [(p, matcher(p, closure)) for p in patterns]
+        matches = {}
+        for path in closure.graph:
+            for pattern, test in tests:
+                if test(path):
+                    hit = policy.forbids(name_part(path))
+                    matches[path] = (pattern, hit[1] if hit else None)
+                    break
+        explanations = explain(closure, matches, args.all_chains, scanner)
+    else:
+        explanations = forbidden_paths(closure, policy, findings, added=added, all_chains=args.all_chains,
+                                       scanner=scanner)
+    found = findings.sorted()
+    if args.json:
+        from ..output.json_report import emit, why_json
+
+        emit(why_json(closure, explanations, found, added, scanner.bytes_scanned))
+    else:
+        from ..output.terminal import console, render_why
+
+        render_why(console(), closure, explanations, found, added, bool(patterns))
+    if patterns:
+        return 0 if explanations else 1
+    return 1 if any(f.severity == "error" for f in found) else 0

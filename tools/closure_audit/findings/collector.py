@@ -1,0 +1,39 @@
+"""One collector for the findings of a run: every judge adds here.
+
+The policy decides each finding's severity (or drops it when its rule is off
+or not checked in the run's mode) and which files are ignored; the same
+finding reached twice (two load chains through one library) is kept once:
+findings are the same when their rule, file and scalar fields are.
+"""
+
+from __future__ import annotations
+
+from .policy import Policy
+from .rules import Finding
+
+
+class Findings:
+    def __init__(self, policy: Policy, mode: str, ignore_roots: tuple[str, ...] | None = None):
+        """`ignore_roots`: the roots that [ignore] paths are relative to, for
+        judges of files; None for judges of closures, whose findings name store
+        paths rather than files of a tree."""
+        self.policy = policy
+        self.mode = mode
+        self.ignore_roots = ignore_roots
+        self._items: list[Finding] = []
+        self._seen: set[tuple] = set()
+
+    def add(self, rule: str, file: str, message: str, **fields) -> None:
+        severity = self.policy.severity_of(rule, self.mode)
+        if severity is None:
+            return
+        if self.ignore_roots is not None and self.policy.ignored(file, self.ignore_roots):
+            return
+        key = (rule, file, tuple(sorted((k, v) for k, v in fields.items() if not isinstance(v, (list, dict)))))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self._items.append(Finding(rule, severity, message, file, fields))
+
+    def sorted(self) -> list[Finding]:
+        return sorted(self._items, key=Finding.sort_key)

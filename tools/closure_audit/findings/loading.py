@@ -1,0 +1,115 @@
+"""Judge load chains: what the dynamic loader would fail to load, load from
+the wrong place, or load by luck, and what is wrong with each runpath."""
+
+from __future__ import annotations
+
+from ..loader import model as ld
+from ..loader.chains import Resolved
+from ..loader.model import Chain, LoadedObject, Loader, Resolution
+from .collector import Findings
+
+
+class LoadJudge:
+    def __init__(self, loader: Loader, resolved: Resolved, findings: Findings):
+        self.loader = loader
+        self.env = loader.env
+        self.providers = resolved.providers
+        self.findings = findings
+        self._linted: set[str] = set()
+
+    def judge(self, chain: Chain) -> None:
+        env, add = self.env, self.findings.add
+        for obj in chain.objects:
+            if obj.leaf:
+                continue
+            self.lint(obj)
+            dirs = None
+            for res in obj.resolutions:
+                name = res.needed
+                if env.nix and env.is_driver(name):
+                    if dirs is None:
+                        dirs = self.loader.search_path(obj, chain.root)
+                    if not any(d.path in env.driver_dirs for d in dirs):
+                        add("missing-driver-runpath", obj.real,
+                            f"needs driver library {name} but no driver directory "
+                            f"({', '.join(env.driver_dirs)}) is in its runpath", needed=name)
+                        continue
+                if res.how == ld.NOT_FOUND:
+                    self.unresolved(obj, res, chain)
+                elif (not env.nix and res.how in (ld.RPATH, ld.RUNPATH, ld.DEFAULT, ld.PATH)
+                      and not env.in_tree(self.loader.realpath(res.path))
+                      and not ld.matches_any(name, env.host_allowed)):
+                    add("resolved-on-host", obj.real, f"{name} resolves only outside the tree, at {res.path}",
+                        needed=name, host_path=res.path)
+                if res.shadowed:
+                    add("ambiguous-library", obj.real,
+                        f"{name} is found in {len(res.shadowed) + 1} runpath directories with different "
+                        f"contents; {res.path} wins", needed=name, winner=res.path, others=res.shadowed)
+
+    def unresolved(self, obj: LoadedObject, res: Resolution, chain: Chain) -> None:
+        providers = [] if res.error else self.providers.get(res.needed, [])
+        via = []
+        o: LoadedObject | None = obj
+        while o is not None:
+            via.append(o.real)
+            o = o.parent
+        via.reverse()
+        if providers and not chain.root.elf.is_executable:
+            # Nothing in this object's search path has it, yet the audit saw it:
+            # the load works only in a process that has loaded it before.
+            self.findings.add("needs-preloaded-library", obj.real,
+                              f"{res.needed} is not in this object's search path; it loads only if the process "
+                              f"already has {providers[0]}", needed=res.needed, providers=providers,
+                              searched=res.searched, chain=via)
+            return
+        message = f"{res.needed} is not found"
+        if res.error:
+            message += f": {res.error}"
+        elif res.searched:
+            message += f" (searched {len(res.searched)} director{'y' if len(res.searched) == 1 else 'ies'})"
+        if providers:
+            message += f"; it exists at {providers[0]}"
+        self.findings.add("unresolved-library", obj.real, message, needed=res.needed, searched=res.searched,
+                          reason=res.error, skipped=[c for c, _why in res.skipped], candidates=providers,
+                          chain=via)
+
+    def lint(self, obj: LoadedObject) -> None:
+        """Checks of an object's own runpath, once per object."""
+        if obj.real in self._linted:
+            return
+        self._linted.add(obj.real)
+        env, elf, add = self.env, obj.elf, self.findings.add
+        tag, value = ("DT_RUNPATH", elf.runpath) if elf.runpath is not None else ("DT_RPATH", elf.rpath)
+        if value is None:
+            return
+        for entry in dict.fromkeys(ld.split_search_path(value)):
+            if entry == "":
+                add("runpath-empty-entry", obj.real,
+                    f"{tag} has an empty entry, which the loader reads as the working directory",
+                    entry=entry, tag=tag)
+                continue
+            expanded = self.loader.expand(obj, entry)
+            if not expanded.startswith("/"):
+                add("runpath-impure", obj.real, f"{tag} entry {entry} is relative to the working directory",
+                    entry=entry, tag=tag)
+                continue
+            if expanded.rstrip("/") in env.driver_dirs:
+                continue
+            if not env.inside(self.loader.realpath(expanded)):
+                where = "the Nix store" if env.nix else "the tree"
+                add("runpath-impure", obj.real, f"{tag} entry {entry} points outside {where}",
+                    entry=entry, tag=tag)
+            elif not self.loader.dir_exists(expanded):
+                add("runpath-missing-dir", obj.real, f"{tag} entry {entry} does not exist", entry=entry, tag=tag)
+            names = self.loader.listing(expanded) or ()
+            stubs = sorted(n for n in names if env.is_driver(n))
+            if stubs:
+                add("stub-in-runpath", obj.real,
+                    f"{tag} entry {entry} holds {', '.join(stubs)}, a stub that would load instead of "
+                    f"the driver", entry=entry, tag=tag, stubs=stubs)
+
+
+def judge_loading(loader: Loader, resolved: Resolved, findings: Findings) -> None:
+    judge = LoadJudge(loader, resolved, findings)
+    for chain in resolved.chains:
+        judge.judge(chain)
