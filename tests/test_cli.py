@@ -145,11 +145,11 @@ def test_progress_appears_only_on_a_terminal(monkeypatch):
         def __init__(self, tty):
             self.is_terminal = tty
 
-    quiet = _LazyProgress(Console(False), "files")
+    quiet = _LazyProgress(Console(False), "file")
     quiet.DELAY = 0
     quiet(1000)
     assert quiet.progress is None
-    shown = _LazyProgress(Console(True), "files")
+    shown = _LazyProgress(Console(True), "file")
     shown.DELAY = 0
     from rich.console import Console as Real
     import io
@@ -158,7 +158,7 @@ def test_progress_appears_only_on_a_terminal(monkeypatch):
     shown(1000)
     assert shown.progress is not None
     shown.stop()
-    early = _LazyProgress(Console(True), "files")  # a scan shorter than the delay shows nothing
+    early = _LazyProgress(Console(True), "file")  # a scan shorter than the delay shows nothing
     early(10)
     assert early.progress is None
 

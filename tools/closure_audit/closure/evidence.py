@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..elf.reader import ELF_MAGIC, InvalidElf, parse_elf
@@ -80,9 +81,11 @@ class Scanner:
     """Scans referrers for the hash parts of the paths they reference, with
     one worker process per CPU on big files (search.py)."""
 
-    def __init__(self, store_dir: str, workers: int | None = None):
+    def __init__(self, store_dir: str, workers: int | None = None,
+                 progress: Callable[[int], None] | None = None):
         self.store_dir = store_dir
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self.progress = progress
         self.bytes_scanned = 0
         self.loader = Loader(Environment(mode="nix-store", store_dir=store_dir))
 
@@ -157,7 +160,8 @@ class Scanner:
 
     def _positions(self, jobs: list[_Job]) -> list[list[tuple[int, int]]]:
         """Needle positions per job; nothing from a file that vanished."""
-        found = search_files([(j.path, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers)
+        found = search_files([(j.path, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers,
+                             self.progress)
         return [hits or [] for hits in found]
 
     def _classify(self, path: str, rel: str, data, size: int, hits, found) -> None:

@@ -72,7 +72,7 @@ def archs(targets: list[str], policy, request, deep: bool, progress=None):
     judge = GpuJudge(request, findings)
     for path, reason in walked.scan.problems:
         findings.add("invalid-elf", path, reason, reason=reason)
-    for path, code in read_files(paths, deep).items():
+    for path, code in read_files(paths, deep, progress=progress).items():
         if code.entries or code.problems:
             f = FileArchs(path, code.containers, group(code.entries), code.problems)
             judge.file(f)

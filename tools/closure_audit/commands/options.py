@@ -17,6 +17,11 @@ def add_build(p: argparse.ArgumentParser, help: str = "build installables that a
     p.add_argument("--build", action="store_true", help=help)
 
 
+def add_markdown(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
+                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+
+
 def add_closure_inputs(p: argparse.ArgumentParser) -> None:
     """--path-info, --build and --json: how the closure commands read a closure."""
     p.add_argument("--path-info", metavar="FILE",

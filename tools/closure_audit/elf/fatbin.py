@@ -22,6 +22,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reader import InvalidElf, parse_sections
@@ -240,8 +241,10 @@ def _read_hits(data: Reader, size: int, hits: list[int], sections, strict, found
         found.entries.extend(entries)
 
 
-def read_files(paths: list[str], deep: bool, workers: int | None = None) -> dict[str, FileCode]:
-    """read_file over many files; the deep scan searches them in parallel."""
+def read_files(paths: list[str], deep: bool, workers: int | None = None,
+               progress: Callable[[int], None] | None = None) -> dict[str, FileCode]:
+    """read_file over many files; the deep scan searches them in parallel,
+    telling `progress` how many files it has searched."""
     hits: dict[str, list[int] | None] = {p: None for p in paths}
     failed: dict[str, str] = {}
     if deep:
@@ -252,7 +255,7 @@ def read_files(paths: list[str], deep: bool, workers: int | None = None) -> dict
             except OSError as exc:
                 failed[p] = f"unreadable: {exc.strerror or exc}"
         jobs = [(p, sizes[p], (MAGIC_BYTES,)) for p in paths if p in sizes]
-        for (p, _, _), found in zip(jobs, search_files(jobs, workers or os.cpu_count() or 1)):
+        for (p, _, _), found in zip(jobs, search_files(jobs, workers or os.cpu_count() or 1, progress)):
             if found is None:
                 failed[p] = "unreadable during the deep scan"
             else:
