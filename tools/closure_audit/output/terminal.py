@@ -82,7 +82,9 @@ def findings_tables(console, findings, short=printable) -> None:
         table = Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}",
                                           (f"  {RULES[rule].summary}", "dim")),
                       title_justify="left", header_style="dim", pad_edge=False, box=None)
-        table.add_column("file", style=STYLE.get(severity, ""), overflow="fold", max_width=70)
+        # A narrow file column suits a terminal; a log keeps each finding on one line.
+        table.add_column("file", style=STYLE.get(severity, ""), overflow="fold",
+                         max_width=70 if console.is_terminal else None)
         table.add_column("detail", overflow="fold")
         for f in items[:MAX_ROWS]:
             table.add_row(short(f.file), printable(f.message))
