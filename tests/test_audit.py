@@ -189,6 +189,7 @@ def test_unreadable_file():
         with open(secret, "wb") as f:
             f.write(b"\x7fELF")
         os.chmod(secret, 0)
+        shutil.copy("/bin/true", os.path.join(top, "true"))  # something the audit can read
         p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-m",
                             "closure_audit", "audit", "--json", top],
                            capture_output=True, text=True, timeout=60,
@@ -268,3 +269,33 @@ def test_lone_file_uses_its_environment_as_the_tree(venv):
     (venv.root / "pyvenv.cfg").write_text("home = /usr/bin\n")
     r = audit(venv.root / "site-packages/torch/lib/libtorch_cuda.so")
     assert r.env.tree_roots == (str(venv.root),) and not r.failed
+
+
+def test_targets_that_hold_nothing_to_audit_say_so(build, tmp_path):
+    """A non-ELF file, a truncated library, a saved closure, an empty tree:
+    each says what it is (exit 2) instead of passing."""
+    from conftest import run_cli
+
+    good = build.lib("libgood.so")
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    truncated = tmp_path / "libcut.so"
+    truncated.write_bytes(good.read_bytes()[:300])
+    dump = tmp_path / "closure.json"
+    dump.write_text(json.dumps({"/nix/store/" + "a" * 32 + "-x": {"narSize": 1, "references": []}}))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    shutil.copy(truncated, broken / "libcut.so")
+    cases = [
+        (script, f"no ELF files in {script}"),
+        (truncated, f"{truncated} is not a valid ELF file: "),
+        (dump, f"{dump}: this is a path-info dump: use --path-info {dump}"),
+        (empty, f"no ELF files in {empty}"),
+        (broken, f"no valid ELF file in {broken}: 1 invalid, such as {broken}/libcut.so: "),
+    ]
+    for target, message in cases:
+        p = run_cli("audit", str(target))
+        assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert run_cli("audit", str(build.root)).returncode == 0

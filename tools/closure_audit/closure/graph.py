@@ -224,6 +224,17 @@ def _match_root(graph: nx.DiGraph, target: str, file: str) -> str:
     return hits[0]
 
 
+def looks_like_dump(file: str, limit: int = 256 << 20) -> bool:
+    """Whether a file (of at most `limit` bytes) is a saved closure."""
+    try:
+        if os.path.getsize(file) > limit:
+            return False
+        load_dump(file, [])
+    except (OSError, ClosureError):
+        return False
+    return True
+
+
 def is_dump_file(target: str) -> bool:
     """A saved path-info dump given where a closure is expected: a regular
     file outside the store."""

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
+from ..errors import TargetError, UsageError
 from . import options
 
 HELP = "resolve every needed library of every ELF file in the targets"
@@ -16,9 +16,14 @@ HELP = "resolve every needed library of every ELF file in the targets"
 def add_arguments(p) -> None:
     p.description = "Resolve every needed library of every ELF file in the targets."
     p.add_argument("targets", nargs="+", metavar="TARGET",
-                   help="a directory, a file, a Nix store path or a result symlink")
+                   help="a directory, a file, a wheel (.whl), a Nix store path, a result symlink or an "
+                        "installable (.#attr)")
     options.add_json(p)
     options.add_policy(p)
+    p.add_argument("--path-info", metavar="FILE",
+                   help="read the closure of store-path targets from a saved `nix path-info --json --recursive` "
+                        "dump instead of asking Nix")
+    options.add_build(p)
     p.add_argument("--tree", metavar="FILE", help="show the resolved dependency tree of one object")
     p.add_argument("--root", metavar="DIR", help="the tree libraries must resolve in (tree mode; "
                    "default: each directory target, or a lone file's venv or conda env)")
@@ -36,6 +41,7 @@ class Report:
     entry_points: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)
     skipped_links: int = 0
+    explanations: list = field(default_factory=list)  # of the forbidden paths in the closure
 
     @property
     def failed(self) -> bool:
@@ -59,8 +65,11 @@ def environment(mode: str, roots: tuple[str, ...], policy):
 
 
 def audit(targets: list[str], policy, root: str | None = None,
-          progress: Callable[[int], None] | None = None):
-    """Read, resolve, judge: (the report, the loader that resolved it)."""
+          progress: Callable[[int], None] | None = None, closure=None):
+    """Read, resolve, judge: (the report, the loader that resolved it). With
+    `closure` (the Nix closure of store-path targets), its forbidden paths are
+    judged too, by the pipeline `why` runs. A target that holds no ELF file,
+    or none that is valid, is an error: nothing would have been audited."""
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
     from ..findings.loading import judge_loading
@@ -69,16 +78,45 @@ def audit(targets: list[str], policy, root: str | None = None,
 
     walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
                           progress=progress)
+    check_found(walked)
     env = environment(walked.mode, walked.roots, policy)
     findings = Findings(policy, walked.mode, walked.scope)
     for path, reason in walked.scan.problems:
         findings.add("invalid-elf", path, reason, reason=reason)
-    loader = Loader(env, known=walked.scan.elf)
+    loader = Loader(env, known=walked.scan.elf, files=walked.files)
     resolved = resolve(loader, walked.scan.elf)
     judge_loading(loader, resolved, findings)
+    explanations = []
+    if closure is not None:
+        from ..closure.why import forbidden_paths
+
+        explanations = forbidden_paths(closure, policy, findings, progress=progress)
     report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
-                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links)
+                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links, explanations)
     return report, loader
+
+
+def check_found(walked) -> None:
+    """Every target must hold a valid ELF file, except a store path, whose
+    closure is audited all the same: a target that is a saved closure, holds
+    no ELF file or only broken ones says so instead of passing."""
+    from ..closure.graph import looks_like_dump
+
+    for target in walked.targets:
+        found = walked.scan.targets.get(target)
+        if found is None or found.elf:
+            continue
+        if found.invalid:
+            path, reason = found.invalid[0]
+            if path == target:
+                raise TargetError(f"{target} is not a valid ELF file: {reason}")
+            raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
+        if walked.mode == "nix-store" and os.path.isdir(target):
+            continue
+        if os.path.isfile(target) and looks_like_dump(target):
+            raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
+                              f"paths it describes as targets), or `closure-audit why {target}`")
+        raise TargetError(f"no ELF files in {target}")
 
 
 def run(args) -> int:
@@ -91,8 +129,10 @@ def run(args) -> int:
         if not all(d.startswith("/") for d in args.driver_dir):
             raise UsageError("--driver-dir must be an absolute path")
         policy = replace(policy, driver_dirs=tuple(args.driver_dir))
+    targets = [installable(t, args.build) for t in args.targets]
+    closure = store_closure(targets, args.path_info, args.build)
     with progress() as shown:
-        report, loader = audit(args.targets, policy, root=args.root, progress=shown)
+        report, loader = audit(targets, policy, root=args.root, progress=shown, closure=closure)
         chain = tree_chain(report, loader, args.tree) if args.tree else None
     if args.json:
         from ..output.json_report import audit_json, emit
@@ -103,6 +143,35 @@ def run(args) -> int:
 
         render_audit(report, console(), chain)
     return 1 if report.failed else 0
+
+
+def installable(target: str, build: bool) -> str:
+    """A target as a path: an installable (.#torch) becomes its store path."""
+    from ..closure.graph import resolve_root
+
+    if os.path.lexists(target) or "#" not in target:
+        return target
+    return resolve_root(target, build)
+
+
+def store_closure(targets: list[str], path_info: str | None, build: bool):
+    """The Nix closure of the targets when they are store paths (from Nix, or
+    from --path-info), else None. A closure that cannot be read fails the
+    audit: its forbidden paths would go unseen."""
+    from ..closure.graph import load_closure
+    from ..storepath import top_store_path
+    from ..targets import is_wheel
+
+    roots = []
+    for t in targets:
+        real = os.path.realpath(t)
+        top = top_store_path(real) if os.path.lexists(t) and not is_wheel(real) else None
+        roots.append(top)
+    if not all(roots):
+        if path_info is not None:
+            raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")
+        return None
+    return load_closure(list(dict.fromkeys(roots)), path_info, build)
 
 
 def tree_chain(report: Report, loader, path: str):

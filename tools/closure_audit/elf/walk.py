@@ -5,7 +5,8 @@ is ELF. Symlinked files are read at their real location (once, however many
 links lead there); symlinked directories are entered only when the caller
 allows their real location, which is how a Nix profile made of links into
 other store paths is audited while a venv's link to the host Python is not.
-Nothing here raises for a bad file: every problem becomes a (path, reason) pair.
+Wheels are walked in memory, member by member (wheel.py). Nothing here raises
+for a bad file: every problem becomes a (path, reason) pair.
 """
 
 from __future__ import annotations
@@ -18,8 +19,21 @@ from dataclasses import dataclass, field
 
 from ..paths import under
 from ..storepath import store_dir
-from ..targets import resolve_targets
-from .reader import ElfFile, InvalidElf, read_elf
+from ..targets import is_wheel, resolve_targets
+from .files import HostFiles
+from .reader import ElfFile, InvalidElf
+from .wheel import WheelFiles
+
+
+@dataclass
+class Found:
+    """What one target holds: files, valid ELF files, and invalid or
+    unreadable ones (path, reason). Files reached from several targets count
+    for each."""
+
+    files: int = 0
+    elf: int = 0
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -30,6 +44,7 @@ class Scan:
     elf: dict[str, ElfFile] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)
     skipped_links: int = 0  # symlinks leading outside what is audited
+    targets: dict[str, Found] = field(default_factory=dict)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -48,16 +63,23 @@ class Walker:
     """
 
     def __init__(self, allow: Callable[[str], bool], ignore: Callable[[str], bool] | None = None,
-                 progress: Callable[[int], None] | None = None):
+                 progress: Callable[[int], None] | None = None, files: HostFiles | None = None):
         self.allow = allow
         self.ignore = ignore
         self.progress = progress
+        self.files = files if files is not None else HostFiles()
         self.scan = Scan()
-        self._seen_files: set[tuple[int, int]] = set()
+        self._seen_files: dict[tuple, tuple[str, str | None] | None] = {}  # -> (path, problem) of ELF files
         self._tops: list[str] = []
+        self._found = Found()
 
     def add(self, target: str) -> None:
-        """Audit `target`, a real path (file or directory)."""
+        """Audit `target`, a real path (file, directory, or a wheel of `files`)."""
+        self._found = self.scan.targets.setdefault(target, Found())
+        if isinstance(self.files, WheelFiles) and target in self.files.wheels:
+            for path in self.files.files_of(target):
+                self._regular(path, "wheel", path)
+            return
         st = os.stat(target)
         if stat.S_ISDIR(st.st_mode):
             self._walk(target)
@@ -96,24 +118,42 @@ class Walker:
                 except OSError as exc:
                     scan.problems.append((entry.path, _os_reason(exc)))
 
-    def _regular(self, path: str, dev: int, inode: int) -> None:
+    def _regular(self, path: str, dev, inode) -> None:
         key = (dev, inode)
-        if key in self._seen_files or (self.ignore is not None and self.ignore(path)):
+        if key in self._seen_files:
+            self._count(self._seen_files[key])
             return
-        self._seen_files.add(key)
+        if self.ignore is not None and self.ignore(path):
+            return
         scan = self.scan
         scan.files += 1
         if self.progress is not None and scan.files % 512 == 0:
             self.progress(scan.files)
+        elf: tuple[str, str | None] | None = None
         try:
-            info = read_elf(path)
+            info = self.files.read_elf(path)
         except InvalidElf as exc:
             scan.problems.append((path, exc.reason))
+            elf = (path, exc.reason)
         except OSError as exc:
+            # Unreadable: perhaps ELF, perhaps not; counted with the invalid ones.
             scan.problems.append((path, _os_reason(exc)))
+            elf = (path, _os_reason(exc))
         else:
             if info is not None:
                 scan.elf[path] = info
+                elf = (path, None)
+        self._seen_files[key] = elf
+        self._count(elf)
+
+    def _count(self, elf: tuple[str, str | None] | None) -> None:
+        found = self._found
+        found.files += 1
+        if elf is not None:
+            if elf[1] is None:
+                found.elf += 1
+            else:
+                found.invalid.append(elf)
 
     def _link(self, path: str, name: str, stack: list[str]) -> None:
         try:
@@ -149,6 +189,7 @@ class Walked:
     roots: tuple[str, ...]
     scan: Scan
     scope: tuple[str, ...]
+    files: HostFiles  # where the files were read: the loader reads there too
 
 
 def walk_targets(targets: list[str], *, root: str | None = None,
@@ -167,7 +208,11 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         def allow(path: str) -> bool:
             return any(under(path, r) for r in roots)
     scope = tuple(dict.fromkeys(roots + tuple(reals)))
-    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress)
+    wheels = [t for t in reals if is_wheel(t)]
+    files = WheelFiles(wheels) if wheels else HostFiles()
+    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress, files=files)
+    if wheels:
+        walker.scan.problems.extend(files.problems)
     for t in reals:
         walker.add(t)
-    return Walked(reals, mode, roots, walker.scan, scope)
+    return Walked(reals, mode, roots, walker.scan, scope, files)

@@ -119,6 +119,10 @@ def render_audit(report, console, tree: Chain | None = None) -> None:
         console.print()
         console.print(_load_tree(tree, report.mode, short))
     findings_tables(console, report.findings, short)
+    added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
+    for e in report.explanations:
+        console.print()
+        console.print(explanation_tree(e, added))
     verdict(console, report.findings)
 
 
