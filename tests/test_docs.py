@@ -27,3 +27,13 @@ def test_every_command_is_documented_in_the_json_contract():
     text = (ROOT / "docs/json.md").read_text()
     assert set(re.findall(r"^## ([a-z]+)$", text, re.M)) >= set(COMMANDS)
     assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)
+
+
+def test_the_driver_table_is_the_documented_one():
+    from closure_audit.loader.libraries import DRIVER_LIBRARIES
+
+    text = (ROOT / "docs/loader.md").read_text()
+    section = text.split("## Driver libraries", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (`[^|]+`) \|", section, re.M)
+    documented = [p for row in rows for p in re.findall(r"`([^`]+)`", row)]
+    assert documented == list(DRIVER_LIBRARIES)
