@@ -70,3 +70,17 @@ def test_deep_finds_the_code_kept_outside_fatbin_sections():
     assert outside["libcusparse.so.12"] == {".rodata"}
     assert ".cask_resource" in outside["libcublasLt.so.13"]
     assert all(not f["problems"] for f in files.values())
+
+
+def test_no_missing_arch_that_cuobjdump_shows(report):
+    """Requesting every architecture cuobjdump lists cubins for in a library
+    never makes archs call one of them missing."""
+    for f in report["files"]:
+        caps = sorted({arch.split("_")[1] for kind, arch in cuobjdump_listing(CUOBJDUMP, f["path"])
+                       if kind == "cubin"})
+        if not caps:
+            continue
+        wanted = ",".join(f"{c[:-1]}.{c[-1]}" for c in caps)
+        p = run_cli("archs", "--json", "--capabilities", wanted, f["path"], timeout=600)
+        missing = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "missing-gpu-arch"]
+        assert missing == [], (f["path"], wanted, missing)

@@ -160,7 +160,7 @@ class Scanner:
 
     def _positions(self, jobs: list[_Job]) -> list[list[tuple[int, int]]]:
         """Needle positions per job; nothing from a file that vanished."""
-        found = search_files([(j.path, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers,
+        found = search_files([(j.path, 0, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers,
                              self.progress)
         return [hits or [] for hits in found]
 
