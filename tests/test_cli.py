@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import run_cli, validate
+from conftest import ROOT, run_cli, validate
 
 pytestmark = pytest.mark.fhs
 
@@ -173,3 +175,16 @@ def test_an_old_nix_is_refused_in_one_line(tmp_path, version, message):
     fake.chmod(0o755)
     p = run_cli("size", ".#python3Packages.torch", env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+
+
+def test_a_tree_audit_loads_only_what_it_needs(build):
+    """Start-up is most of a tree audit's time (benchmarks/bench_audit.py):
+    the closure layer (networkx) and the wheel reader (zipfile and its
+    codecs) load only for the targets that need them."""
+    build.lib("libx.so")
+    code = ("import sys; from closure_audit.cli import main; main(['audit', '--json', sys.argv[1]]); "
+            "print(' '.join(m for m in ('networkx', 'zipfile', 'closure_audit.elf.wheel') if m in sys.modules), "
+            "file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code, str(build.root)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))
+    assert p.stderr.strip() == ""

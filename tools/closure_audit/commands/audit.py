@@ -100,8 +100,6 @@ def check_found(walked) -> None:
     """Every target must hold a valid ELF file, except a store path, whose
     closure is audited all the same: a target that is a saved closure, holds
     no ELF file or only broken ones says so instead of passing."""
-    from ..closure.graph import looks_like_dump
-
     for target in walked.targets:
         found = walked.scan.targets.get(target)
         if found is None or found.elf:
@@ -113,6 +111,8 @@ def check_found(walked) -> None:
             raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
         if walked.mode == "nix-store" and os.path.isdir(target):
             continue
+        from ..closure.graph import looks_like_dump  # networkx: only where needed, start-up stays lean
+
         if os.path.isfile(target) and looks_like_dump(target):
             raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
                               f"paths it describes as targets), or `closure-audit why {target}`")
@@ -147,10 +147,10 @@ def run(args) -> int:
 
 def installable(target: str, build: bool) -> str:
     """A target as a path: an installable (.#torch) becomes its store path."""
-    from ..closure.graph import resolve_root
-
     if os.path.lexists(target) or "#" not in target:
         return target
+    from ..closure.graph import resolve_root
+
     return resolve_root(target, build)
 
 
@@ -158,7 +158,6 @@ def store_closure(targets: list[str], path_info: str | None, build: bool):
     """The Nix closure of the targets when they are store paths (from Nix, or
     from --path-info), else None. A closure that cannot be read fails the
     audit: its forbidden paths would go unseen."""
-    from ..closure.graph import load_closure
     from ..storepath import top_store_path
     from ..targets import is_wheel
 
@@ -171,6 +170,8 @@ def store_closure(targets: list[str], path_info: str | None, build: bool):
         if path_info is not None:
             raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")
         return None
+    from ..closure.graph import load_closure
+
     return load_closure(list(dict.fromkeys(roots)), path_info, build)
 
 

@@ -22,7 +22,6 @@ from ..storepath import store_dir
 from ..targets import is_wheel, resolve_targets
 from .files import HostFiles
 from .reader import ElfFile, InvalidElf
-from .wheel import WheelFiles
 
 
 @dataclass
@@ -76,7 +75,7 @@ class Walker:
     def add(self, target: str) -> None:
         """Audit `target`, a real path (file, directory, or a wheel of `files`)."""
         self._found = self.scan.targets.setdefault(target, Found())
-        if isinstance(self.files, WheelFiles) and target in self.files.wheels:
+        if target in getattr(self.files, "wheels", ()):
             for path in self.files.files_of(target):
                 self._regular(path, "wheel", path)
             return
@@ -209,7 +208,12 @@ def walk_targets(targets: list[str], *, root: str | None = None,
             return any(under(path, r) for r in roots)
     scope = tuple(dict.fromkeys(roots + tuple(reals)))
     wheels = [t for t in reals if is_wheel(t)]
-    files = WheelFiles(wheels) if wheels else HostFiles()
+    if wheels:
+        from .wheel import WheelFiles  # zipfile and its codecs: only for wheels
+
+        files = WheelFiles(wheels)
+    else:
+        files = HostFiles()
     walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress, files=files)
     if wheels:
         walker.scan.problems.extend(files.problems)
