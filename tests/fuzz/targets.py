@@ -76,28 +76,20 @@ def fat_binary(data: bytes) -> None:
         fatbin._read_hits(reader, len(data), hits, [], [], fatbin.FileCode())
 
 
-def path_info(data: bytes) -> None:
-    with memory_file(data) as (path, _fd):
-        try:
-            load_dump(path, [])
-        except InputError:
-            pass
+def _from_file(load: Callable[[str], object]) -> Callable[[bytes], None]:
+    """A target for a loader that reads a path and raises InputError for bad input."""
+    def run(data: bytes) -> None:
+        with memory_file(data) as (path, _fd):
+            try:
+                load(path)
+            except InputError:
+                pass
+    return run
 
 
-def policy_toml(data: bytes) -> None:
-    with memory_file(data) as (path, _fd):
-        try:
-            load_policy(path)
-        except InputError:
-            pass
-
-
-def budgets_toml(data: bytes) -> None:
-    with memory_file(data) as (path, _fd):
-        try:
-            load_budgets(path)
-        except InputError:
-            pass
+path_info = _from_file(lambda path: load_dump(path, []))
+policy_toml = _from_file(load_policy)
+budgets_toml = _from_file(load_budgets)
 
 
 def redist_manifest_json(data: bytes) -> None:
