@@ -15,10 +15,14 @@
 # alone. A file patchelf cannot handle fails the build, naming it; a file is
 # patched as a copy and moved into place, so it is never left half-written.
 #
-# Opt out with dontAutoAddOpenGLRunpath=1. Sourced by plain bash, outside any
-# stdenv, this file only defines autoAddOpenGLRunpath, which walks the
-# directories named by $outputs (outputs="out lib", out=/path, lib=/path):
-# needs bash, coreutils and patchelf on PATH, nothing else.
+# Opt out with dontAutoAddOpenGLRunpath=1, or nixpkgs' own switches for its
+# autoAddDriverRunpath (dontUseAutoAddDriverRunpath, dontUseAutoAddOpenGLRunpath),
+# which this hook may stand in for (overlays/driver-runpath.nix). Sourcing this
+# file defines autoAddOpenGLRunpath and appends it to postFixupHooks, which
+# nixpkgs' setup.sh declares and fixupPhase runs. It walks every output named
+# by stdenv's getAllOutputNames, or where that is not defined by $outputs
+# (outputs="out lib", out=/path, lib=/path). Needs bash, coreutils and
+# patchelf on PATH.
 
 autoAddOpenGLRunpathDriverDir=${autoAddOpenGLRunpathDriverDir:-/run/opengl-driver/lib}
 autoAddOpenGLRunpathDriverDir32=${autoAddOpenGLRunpathDriverDir32:-/run/opengl-driver-32/lib}
@@ -89,11 +93,12 @@ _autoAddOpenGLRunpathFile() {
 }
 
 autoAddOpenGLRunpath() {
-  if [[ -n ${dontAutoAddOpenGLRunpath-} ]]; then
+  if [[ -n ${dontAutoAddOpenGLRunpath-}${dontUseAutoAddDriverRunpath-}${dontUseAutoAddOpenGLRunpath-} ]]; then
     return 0
   fi
   local output dir file
-  for output in ${outputs:-out}; do
+  # stdenv's getAllOutputNames reads __structuredAttrs' associative array too.
+  for output in $(getAllOutputNames 2>/dev/null || echo "${outputs:-out}"); do
     dir=${!output-}
     [[ -n $dir && -d $dir ]] || continue
     while IFS= read -r -d '' file; do
@@ -102,7 +107,5 @@ autoAddOpenGLRunpath() {
   done
 }
 
-# Inside a nixpkgs stdenv build, run after fixup (and so after runpath shrinking).
-if [[ -n ${stdenv-} ]] && declare -p postFixupHooks >/dev/null 2>&1; then
-  postFixupHooks+=(autoAddOpenGLRunpath)
-fi
+# After fixup, and so after runpath shrinking.
+postFixupHooks+=(autoAddOpenGLRunpath)

@@ -23,9 +23,19 @@
 # and bin, never static or stubs; out propagates dev (or lib and bin), so
 # that depending on out still gives a working package without a symlink farm.
 #
-# Opt out with dontSplitRedistOutputs=1. Sourced by plain bash this file only
-# defines the functions; they read $outputs and one variable per output, as
-# nixpkgs' builders set them, and need bash, coreutils, findutils and grep.
+# Opt out with dontSplitRedistOutputs=1. Sourcing this file defines the
+# functions and appends them to preFixupHooks and postFixupHooks, two of the
+# arrays nixpkgs' setup.sh declares and fixupPhase runs (runHook preFixup,
+# runHook postFixup): the split runs before fixup, so stripping and patching
+# see the final outputs. The functions read the output names from stdenv's
+# getAllOutputNames (a word list in $outputs where it is not defined) and one
+# variable per output; they need bash, coreutils, findutils and grep.
+
+# The declared output names: stdenv's getAllOutputNames (which reads the
+# associative array of __structuredAttrs too), else the word list $outputs.
+_redistOutputNames() {
+  getAllOutputNames 2>/dev/null || echo "${outputs:-out}"
+}
 
 # Sets _redistTarget to the output a file belongs to (a variable, not
 # output, so that thousands of headers cost no subshell each).
@@ -55,15 +65,17 @@ _redistOutputOf() {
   fi
 }
 
+# Whether an output is declared; the callers set _redistNames once.
 _redistDeclared() {
-  [[ " ${outputs:-out} " == *" $1 "* ]]
+  [[ " $_redistNames " == *" $1 "* ]]
 }
 
 splitRedistOutputs() {
   [[ -n ${dontSplitRedistOutputs-} ]] && return 0
   local root=${out:?splitRedistOutputs: \$out is not set}
-  local file rel kind target dest _redistTarget
+  local file rel kind target dest _redistTarget _redistNames
   local -a undeclared=() problems=()
+  _redistNames=$(_redistOutputNames)
   local -A executable=()
   while IFS= read -r -d '' file; do
     executable[$file]=1
@@ -94,7 +106,7 @@ splitRedistOutputs() {
   fi
 
   local output dir
-  for output in ${outputs:-out}; do
+  for output in $_redistNames; do
     [[ $output == out ]] && continue
     dir=${!output-}
     if [[ -z $dir || -z $(find "$dir" -mindepth 1 -not -path "$dir/nix-support" -not -path "$dir/nix-support/*" -print -quit 2>/dev/null) ]]; then
@@ -103,7 +115,7 @@ splitRedistOutputs() {
   done
 
   local -a dirs=()
-  for output in ${outputs:-out}; do
+  for output in $_redistNames; do
     [[ -d ${!output-} ]] && dirs+=("${!output}")
   done
   local dangling
@@ -125,6 +137,8 @@ splitRedistOutputs() {
 propagateRedistOutputs() {
   [[ -n ${dontSplitRedistOutputs-} ]] && return 0
   local output
+  local _redistNames
+  _redistNames=$(_redistOutputNames)
   local -a devGets=() outGets=()
   for output in lib bin; do
     _redistDeclared "$output" && devGets+=("${!output}")
@@ -144,9 +158,5 @@ propagateRedistOutputs() {
   fi
 }
 
-# Inside a nixpkgs stdenv build: split before fixup (so stripping and
-# patching see the final outputs), propagate after it.
-if [[ -n ${stdenv-} ]] && declare -p postInstallHooks >/dev/null 2>&1; then
-  postInstallHooks+=(splitRedistOutputs)
-  postFixupHooks+=(propagateRedistOutputs)
-fi
+preFixupHooks+=(splitRedistOutputs)
+postFixupHooks+=(propagateRedistOutputs)

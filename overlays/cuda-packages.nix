@@ -1,14 +1,18 @@
-# CUDA package sets from NVIDIA's redistributables, split into outputs:
-# cudaPackages_12_9, cudaPackages_13_0, and cudaPackages (13.0). Brings the
-# options and hooks it needs, so it also works on its own.
+# CUDA package sets from NVIDIA's redistributables, split into outputs: one
+# cudaPackages_<major>_<minor> per release of pkgs/cuda/releases.json. Brings
+# the options and hooks it needs, so it also works on its own.
 #
 # Where nixpkgs has a CUDA scope of the same release, the set extends it
-# (overrideScope): the redistributables are nixcuda's, so every nixpkgs package
-# built in the scope (NCCL, magma, ...) links against them, while the compiler
-# (cuda_nvcc with the parts it runs, cuda_crt and libnvvm), its setup hooks and
-# backendStdenv stay nixpkgs'. Elsewhere the set stands alone.
+# (overrideScope) and replaces only the members this project has an output
+# list for: every nixpkgs package built in the scope (NCCL, magma, ...) links
+# against them, while the compiler (cuda_nvcc with the parts it runs, cuda_crt
+# and libnvvm), its setup hooks, backendStdenv, cudatoolkit and every member
+# without an output list stay nixpkgs'. `flags` is replaced as a whole, so
+# every target field comes from the same capabilities. nixpkgs' default
+# `cudaPackages` is left as it is. Elsewhere the set stands alone.
 final: prev:
 let
+  inherit (prev) lib;
   toolchain = [
     "cuda_nvcc"
     "cuda_crt"
@@ -17,25 +21,48 @@ let
   mkSet =
     version: base:
     let
-      inherit (final.callPackage ../pkgs/cuda { cudaMajorMinorVersion = version; }) members;
+      cuda = final.callPackage ../pkgs/cuda { cudaMajorMinorVersion = version; };
+      replaced = builtins.filter (n: !builtins.elem n toolchain) cuda.listed;
     in
     if base != null && base ? overrideScope then
       base.overrideScope (
-        cfinal: cprev:
+        cfinal: _:
         let
-          ours = members cfinal;
+          ours = cuda.members cfinal;
         in
-        builtins.removeAttrs ours toolchain // { flags = (cprev.flags or { }) // ours.flags; }
+        lib.genAttrs replaced (n: ours.${n})
+        // {
+          inherit (cuda) flags;
+          nixcudaRelease = cuda.about;
+        }
       )
     else
-      prev.lib.fix members;
-  sets = final: prev: {
-    cudaPackages_12_9 = mkSet "12.9" (prev.cudaPackages_12_9 or null);
-    cudaPackages_13_0 = mkSet "13.0" (prev.cudaPackages_13_0 or null);
-    cudaPackages = final.cudaPackages_13_0;
-  };
+      lib.fix (
+        self:
+        cuda.members self
+        // {
+          inherit (cuda) flags;
+          nixcudaRelease = cuda.about;
+          cudaMajorMinorVersion = version;
+          cudaMajorVersion = lib.versions.major version;
+          inherit (cuda.about) cudaMajorMinorPatchVersion;
+          cudaAtLeast = lib.versionAtLeast version;
+          cudaOlder = lib.versionOlder version;
+        }
+      );
+  setName = version: "cudaPackages_" + builtins.replaceStrings [ "." ] [ "_" ] version;
+  # The names come from the data file, never from `final`: an overlay's
+  # attribute names must not depend on the fixed point.
+  sets =
+    final: prev:
+    builtins.listToAttrs (
+      map (version: {
+        name = setName version;
+        value = mkSet version (prev.${setName version} or null);
+      }) (import ../lib).cuda.cudaVersions
+    );
 in
-prev.lib.composeManyExtensions [
+lib.composeManyExtensions [
   (import ./options.nix)
   (import ./hooks.nix)
   sets

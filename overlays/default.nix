@@ -1,10 +1,12 @@
-# The nixcuda overlays. `default` composes all of them; each can also be used
-# on its own (`nixcuda.overlays.cuda-packages`, ...), one concern per file,
-# each bringing what it builds on.
+# The nixcuda overlays, one concern per file, each bringing what it builds on
+# and usable on its own (`nixcuda.overlays.cuda-packages`, ...). `default`
+# composes all of them but `driver-runpath`, an opt-in that rebuilds every
+# CUDA package of nixpkgs.
 let
   overlays = {
     options = import ./options.nix;
     hooks = import ./hooks.nix;
+    driver-runpath = import ./driver-runpath.nix;
     cuda-packages = import ./cuda-packages.nix;
     python-packages = import ./python-packages.nix;
     tools = import ./tools.nix;

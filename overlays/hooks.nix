@@ -1,4 +1,6 @@
-# Setup hooks, as nixpkgs exposes its own (makeSetupHook).
+# Setup hooks, as nixpkgs exposes its own (makeSetupHook). nixpkgs'
+# autoAddDriverRunpath is left alone; overlays/driver-runpath.nix swaps it for
+# this project's hook everywhere, as an opt-in.
 final: prev: {
   # Every dynamic ELF file of every output gets the driver directory in its
   # RUNPATH, idempotently, stubs entries replaced (hooks/auto-add-opengl-runpath-hook.sh).
@@ -6,8 +8,6 @@ final: prev: {
     name = "auto-add-opengl-runpath-hook";
     propagatedBuildInputs = [ final.patchelf ];
   } ../hooks/auto-add-opengl-runpath-hook.sh;
-  # nixpkgs' newer name for the same job.
-  autoAddDriverRunpath = final.autoAddOpenGLRunpathHook;
 
   # Splits an NVIDIA redistributable across its outputs (hooks/split-redist-outputs.sh).
   splitRedistOutputsHook = final.makeSetupHook {

@@ -1,14 +1,16 @@
 # Python packages on nixcuda's CUDA sets: PyTorch (pkgs/torch) built against
-# the split redistributables, for every Python version (pythonPackagesExtensions).
-# Brings the CUDA sets and closure-audit, so it also works on its own.
+# the split redistributables of the set pkgs/cuda/releases.json names for it,
+# for every Python version (pythonPackagesExtensions). Brings the CUDA sets and
+# closure-audit, so it also works on its own.
 final: prev:
 let
+  torchSet = "cudaPackages_" + builtins.replaceStrings [ "." ] [ "_" ] (import ../lib).cuda.torchCudaVersion;
   python = final: prev: {
     pythonPackagesExtensions = (prev.pythonPackagesExtensions or [ ]) ++ [
       (pyFinal: pyPrev: {
         torch = pyFinal.callPackage ../pkgs/torch {
           torch = pyPrev.torch;
-          inherit (final) cudaPackages;
+          cudaPackages = final.${torchSet};
         };
       })
     ];

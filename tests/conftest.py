@@ -249,3 +249,13 @@ def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedPr
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "closure_audit", *args], capture_output=True,
                           text=True, env=e, timeout=kw.pop("timeout", 120), **kw)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium, one for the session (tests/browser.py)."""
+    from browser import Browser
+
+    b = Browser()
+    yield b
+    b.close()

@@ -8,6 +8,7 @@ writes it as a .tar.xz, `wheel` as an NVIDIA-style wheel.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -100,20 +101,41 @@ def wheel_to_redist(wheel: Path, dest: Path) -> Path:
     from redist_features.archive import identify
 
     source = identify(str(wheel))
-    top = f"{source.package}-linux-x86_64-{source.version}-archive"
+    with zipfile.ZipFile(wheel) as zf:
+        members = [(info.filename, (info.external_attr >> 16) & 0o777 or 0o644, zf.read(info))
+                   for info in zf.infolist() if not info.is_dir()]
+    return _redist_archive(source.package, source.version, members, dest)
+
+
+def installed_to_redist(distribution: str, package: str, dest: Path) -> Path:
+    """The same, from a wheel pip has installed (importlib.metadata lists its
+    files), with its license as the tarballs' LICENSE."""
+    from importlib.metadata import distribution as find
+
+    dist = find(distribution)
+    members = []
+    for f in dist.files:
+        path = Path(f.locate())
+        data = path.read_bytes()
+        if f.parts[-1] in ("License.txt", "LICENSE.txt", "LICENSE") and ".dist-info" in f.parts[0]:
+            members.append(("nvidia/-/LICENSE", 0o644, data))
+        else:
+            members.append(("/".join(f.parts), path.stat().st_mode & 0o777, data))
+    return _redist_archive(package, dist.version, members, dest)
+
+
+def _redist_archive(package: str, version: str, members, dest: Path) -> Path:
+    top = f"{package}-linux-x86_64-{version}-archive"
     archive = dest / f"{top}.tar.xz"
     links = {}
-    with zipfile.ZipFile(wheel) as zf, tarfile.open(archive, "w:xz", preset=0) as tf:
-        for info in zf.infolist():
-            parts = info.filename.split("/")
-            if parts[0] != "nvidia" or info.is_dir() or len(parts) < 3:
+    with tarfile.open(archive, "w:xz", preset=0) as tf:
+        for filename, mode, data in members:
+            parts = filename.split("/")
+            if parts[0] != "nvidia" or len(parts) < 3:
                 continue
-            rel = "/".join(parts[2:])
-            member = tarfile.TarInfo(f"{top}/{rel}")
-            member.size = info.file_size
-            member.mode = (info.external_attr >> 16) & 0o777 or 0o644
-            with zf.open(info) as data:
-                tf.addfile(member, data)
+            member = tarfile.TarInfo(f"{top}/{'/'.join(parts[2:])}")
+            member.size, member.mode = len(data), mode
+            tf.addfile(member, io.BytesIO(data))
             name = parts[-1]
             if parts[2] == "lib" and ".so." in name:
                 links.setdefault(name.split(".so.")[0] + ".so", name)

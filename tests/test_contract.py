@@ -1,6 +1,10 @@
 """The overlay and the flake against the nixpkgs contract stub
 (tests/contract/nixpkgs-contract-stub): what they ask of nixpkgs, what they
-pass down, which derivations they create with which outputs and inputs."""
+pass down, which derivations they create with which outputs and inputs, and
+that they extend nixpkgs' CUDA sets without breaking what worked without them.
+The stub's own behaviours (check-meta, cudatoolkit's composition, ...) are
+checked first: a stub kinder than nixpkgs would let everything else pass.
+With NIXPKGS_LIB set, all of it runs on nixpkgs' real lib/."""
 
 from __future__ import annotations
 
@@ -13,30 +17,165 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from cudagen import Nvcc, find_nvcc, gencode
-from parts import needs, require
+from contract_eval import FLAKE, PREDICATE, REAL_LIB, cuda, error_line, needs_nix_instantiate, nix_eval, pkgs
+from parts import require
 
-pytestmark = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
+pytestmark = needs_nix_instantiate
 
-STUB = "./tests/contract/nixpkgs-contract-stub"
-
-
-def nix_eval(expr: str, check: bool = True):
-    env = {k: v for k, v in os.environ.items() if k != "NIX_PATH"}
-    p = subprocess.run(["nix-instantiate", "--eval", "--strict", "--json", "-E", expr],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-    if check:
-        assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)
-    return p
+SETS = {"12.9": ("cudaPackages_12_9", "12.9.1", "cuda12"), "13.0": ("cudaPackages_13_0", "13.0.2", "cuda13")}
+PLATFORM = {"x86_64-linux": "linux-x86_64", "aarch64-linux": "linux-sbsa"}
+TOOLCHAIN = {"cuda_nvcc", "cuda_crt", "libnvvm"}
 
 
-def pkgs(overlays: str = "[ (import ./overlays).default ]", config: str = "{ }", system: str = "x86_64-linux"):
-    return f'(import {STUB} {{ system = "{system}"; overlays = {overlays}; config = {config}; }})'
+def output_lists(release: str, variant: str) -> dict:
+    lists = json.loads((ROOT / f"pkgs/cuda/outputs/{release}.json").read_text())["packages"]
+    lists.update(json.loads((ROOT / f"pkgs/cuda/outputs/cudnn-9.27.0-{variant}.json").read_text())["packages"])
+    return lists
 
 
-FLAKE = "(import ./tests/contract/flake-outputs.nix)"
+# The stub itself: nixpkgs' behaviours the overlay depends on.
 
+def test_check_meta_refuses_broken_unfree_and_unsupported_packages_on_evaluation():
+    got = nix_eval(f"""
+      let
+        p = {pkgs(overlays="[ ]")};
+        mk = meta: p.stdenv.mkDerivation {{ pname = "x"; version = "1"; inherit meta; }};
+        try = d: (builtins.tryEval d.drvPath).success;
+        unfree = {{ license = p.lib.licenses.nvidiaCudaRedist; }};
+        allowed = import {ROOT}/tests/contract/nixpkgs-contract-stub {{
+          system = "x86_64-linux"; config = {{ {PREDICATE} }}; }};
+      in {{
+        plain = try (mk {{ }});
+        broken = try (mk {{ broken = true; }});
+        brokenName = (mk {{ broken = true; }}).name;
+        unfree = try (mk unfree);
+        unfreeWithPredicate = try (allowed.stdenv.mkDerivation {{ pname = "x"; version = "1"; meta = unfree; }});
+        badPlatform = try (mk {{ badPlatforms = [ "x86_64-linux" ]; }});
+        otherPlatform = try (mk {{ platforms = [ "aarch64-linux" ]; }});
+        available = (mk {{ broken = true; }}).meta.available;
+        # An input that fails makes its dependent fail.
+        dependent = try (p.stdenv.mkDerivation {{ name = "y"; buildInputs = [ (mk {{ broken = true; }}) ]; }});
+        asString = (builtins.tryEval "${{(mk {{ broken = true; }})}}").success;
+      }}
+    """)
+    assert got == {"plain": True, "broken": False, "brokenName": "x-1", "unfree": False, "unfreeWithPredicate": True,
+                   "badPlatform": False, "otherPlatform": False, "available": False, "dependent": False,
+                   "asString": False}
+    p = nix_eval(f'({pkgs(overlays="[ ]")}.stdenv.mkDerivation {{ pname = "x"; version = "1"; meta.broken = true; }}).drvPath',
+                 check=False)
+    assert "Package ‘x-1’ is marked as broken, refusing to evaluate." in p.stderr
+
+
+def test_nixpkgs_cuda_members_follow_build_redist():
+    got = nix_eval(f"""
+      let
+        on = {pkgs(overlays="[ ]", config=cuda())};
+        off = {pkgs(overlays="[ ]", config="{ " + PREDICATE + " }")};
+        try = d: (builtins.tryEval d.drvPath).success;
+      in {{
+        nvcc = on.cudaPackages_12_9.cuda_nvcc.name;
+        nvccOutputs = on.cudaPackages_12_9.cuda_nvcc.outputs;
+        withCuda = try on.cudaPackages_12_9.libcublas;
+        withoutCudaSupport = try off.cudaPackages_12_9.libcublas;
+        # cuda_crt has a package file but no 12.9 redistributable.
+        crt129 = try on.cudaPackages_12_9.cuda_crt;
+        crt129Version = on.cudaPackages_12_9.cuda_crt.version;
+        crt130 = try on.cudaPackages_13_0.cuda_crt;
+        toolkit = try on.cudaPackages_12_9.cudatoolkit;
+        toolkitPaths = builtins.length on.cudaPackages_13_0.cudatoolkit.stubArgs.paths;
+      }}
+    """)
+    assert got["nvcc"] == "cuda12.9-cuda_nvcc-12.9.86" and got["nvccOutputs"] == ["out"]
+    assert got["withCuda"] and not got["withoutCudaSupport"]
+    assert not got["crt129"] and got["crt129Version"] == "0-unsupported" and got["crt130"]
+    assert got["toolkit"] and got["toolkitPaths"] > 20
+
+
+def test_cudatoolkit_fails_when_one_of_its_parts_fails():
+    """packages/cudatoolkit.nix joins cuobjdump, gdb, nvdisasm, nvprune, ...:
+    one broken part is enough to break it, as on main, where every member
+    without an output list was broken."""
+    broken = "[ (final: prev: { cudaPackages_12_9 = prev.cudaPackages_12_9.overrideScope (f: p: { " \
+             "cuda_nvprune = p.cuda_nvprune.overrideAttrs (o: { meta = o.meta // { broken = true; }; }); }); }) ]"
+    p = nix_eval(f"({pkgs(overlays=broken, config=cuda())}).cudaPackages_12_9.cudatoolkit.drvPath", check=False)
+    assert p.returncode != 0 and "cuda12.9-cuda_nvprune-12.9.82’ is marked as broken" in error_line(p.stderr)
+
+
+def test_triton_cuda_reads_cuobjdump_nvdisasm_and_ptxas():
+    got = nix_eval(f"""
+      let t = ({pkgs(overlays="[ ]", config=cuda())}).python3Packages.triton-cuda; in
+      {{ inherit (t.stubArgs.env) TRITON_PTXAS_PATH TRITON_CUOBJDUMP_PATH TRITON_NVDISASM_PATH; }}
+    """)
+    assert re.search(r"-cuda12\.9-cuda_nvcc-[\d.]+/bin/ptxas$", got["TRITON_PTXAS_PATH"])
+    assert "cuda_cuobjdump" in got["TRITON_CUOBJDUMP_PATH"] and "cuda_nvdisasm" in got["TRITON_NVDISASM_PATH"]
+
+
+def test_magma_dynamic_with_cuda_is_broken():
+    got = nix_eval(f"""
+      let p = {pkgs(overlays="[ ]", config=cuda())}; try = d: (builtins.tryEval d.drvPath).success; in
+      {{ magma = try p.magma; static = try p.magma-cuda-static; }}
+    """)
+    assert got == {"magma": False, "static": True}
+
+
+def test_nixpkgs_torch_refuses_cuda_13_and_mismatched_magma():
+    got = nix_eval(f"""
+      let
+        p = {pkgs(overlays="[ ]", config=cuda())};
+        t = p.python3Packages.torch;
+      in {{
+        default = (builtins.tryEval t.drvPath).success;
+        cuda13 = builtins.attrNames (t.override {{ cudaPackages = p.cudaPackages_13_0; }}).brokenConditions;
+        magma = builtins.attrNames (t.override {{
+          effectiveMagma = p.magma-cuda-static.override {{ cudaPackages = p.cudaPackages_13_0; }}; }}).brokenConditions;
+      }}
+    """)
+    assert got == {"default": True, "cuda13": ["Magma cudaPackages does not match cudaPackages",
+                                               "Unsupported CUDA version"],
+                   "magma": ["Magma cudaPackages does not match cudaPackages"]}
+    # No `...`: an argument nixpkgs' torch does not take is an error.
+    p = nix_eval(f"(({pkgs(overlays='[ ]', config=cuda())}).python3Packages.torch.override {{ noSuchArgument = 1; }}).name",
+                 check=False)
+    assert "called with unexpected argument 'noSuchArgument'" in error_line(p.stderr)
+
+
+def test_the_stub_lib_agrees_with_nixpkgs_lib():
+    """Only with NIXPKGS_LIB: the stub's own lib.nix, function by function,
+    against nixpkgs' real lib on the same inputs."""
+    if not REAL_LIB:
+        pytest.skip("set NIXPKGS_LIB to nixpkgs' lib/ (nix-community/nixpkgs.lib) to compare")
+    probe = """
+      lib: let
+        drv = { out = { outPath = "o"; }; lib = { outPath = "l"; }; outPath = "o"; };
+        f = { a, b ? 1 }: { inherit a b; overrideAttrs = g: { }; };
+        o = lib.makeOverridable f { a = 1; };
+        scope = lib.makeScope (extra: lib.callPackageWith extra) (self: { x = 1; y = self.x + 1; });
+      in {
+        fix = lib.fix (self: { a = 1; b = self.a + 1; });
+        ext = lib.fix (lib.extends (final: prev: { b = prev.a + 10; }) (self: { a = 1; b = 0; }));
+        compose = (lib.composeManyExtensions [ (f: p: { a = 1; }) (f: p: { b = p.a + 1; }) ] { } { });
+        override = (o.override { b = 5; }).b;
+        overrideFn = (o.override (old: { a = old.a + 1; })).a;
+        args = lib.functionArgs o.override;
+        scope = (scope.overrideScope (f: p: { x = 10; })).y;
+        getLib = (lib.getLib drv).outPath;
+        getDevFallback = (lib.getDev drv).outPath;
+        getInclude = (lib.getInclude drv).outPath;
+        versions = [ (lib.versions.major "12.9.1") (lib.versions.majorMinor "12.9.1") ];
+        compare = [ (lib.versionAtLeast "13.0" "13") (lib.versionOlder "12.9" "13.0") ];
+        lists = [ (lib.intersectLists [ 1 2 ] [ 2 3 1 ]) (lib.subtractLists [ 1 ] [ 1 2 ]) (lib.unique [ 1 1 2 ]) ];
+        attrs = lib.filterAttrs (n: v: v > 1) { a = 1; b = 2; };
+        genAttrs = lib.genAttrs [ "a" ] (n: n);
+        exe = lib.getExe' { type = "derivation"; bin = { outPath = "b"; }; outPath = "o"; } "ptxas";
+        cuda = lib.licenses.nvidiaCudaRedist.shortName;
+      }
+    """
+    stub = nix_eval(f"({probe}) (import {ROOT}/tests/contract/nixpkgs-contract-stub/lib.nix)")
+    real = nix_eval(f"({probe}) (import {ROOT}/tests/contract/nixpkgs-contract-stub/select-lib.nix)")
+    assert stub == real
+
+
+# The overlay.
 
 def test_options_are_read_from_config_and_passed_down():
     got = nix_eval(f"""
@@ -62,29 +201,39 @@ def test_bad_options_fail_evaluation_with_every_problem():
     assert ok["isJetson"] is True
 
 
-@pytest.mark.parametrize("name", ["options", "tools", "hooks", "cuda-packages"])
+@pytest.mark.parametrize("name", ["options", "tools", "hooks", "driver-runpath", "cuda-packages", "default"])
 def test_each_overlay_works_alone(name):
     # What the overlay itself defines, applied to the stub's nixpkgs.
     got = nix_eval(f"let ov = (import ./overlays).{name}; final = {pkgs(overlays='[ ov ]')}; "
                    f"prev = {pkgs(overlays='[ ]')}; in builtins.attrNames (ov final prev)")
-    brings = {"options": {"nixcuda"}, "tools": {"closure-audit"},
-              "hooks": {"autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook"},
-              "cuda-packages": {"nixcuda", "autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook",
-                                "cudaPackages", "cudaPackages_12_9", "cudaPackages_13_0"}}
+    hooks = {"autoAddOpenGLRunpathHook", "splitRedistOutputsHook"}
+    sets = {"nixcuda", "cudaPackages_12_9", "cudaPackages_13_0"} | hooks
+    brings = {"options": {"nixcuda"}, "tools": {"closure-audit"}, "hooks": hooks,
+              "driver-runpath": hooks | {"autoAddDriverRunpath"}, "cuda-packages": sets,
+              "default": sets | {"closure-audit", "pythonPackagesExtensions"}}
     ours = {"nixcuda", "closure-audit", "autoAddOpenGLRunpathHook", "autoAddDriverRunpath", "splitRedistOutputsHook",
-            "cudaPackages", "cudaPackages_12_9", "cudaPackages_13_0"}
+            "cudaPackages", "cudaPackages_12_9", "cudaPackages_13_0", "pythonPackagesExtensions"}
     assert set(got) & ours == brings[name]
 
 
+def _fileset_needs_a_newer_nix():
+    """nixpkgs' lib.fileset at the pin needs builtins.readFileType (Nix 2.14);
+    Debian's Nix 2.8 has none, so on the real lib closure-audit's source
+    cannot be selected here."""
+    if REAL_LIB and not nix_eval("builtins ? readFileType"):
+        pytest.skip("nixpkgs' lib.fileset needs builtins.readFileType (Nix 2.14 or newer); this Nix has none")
+
+
 def test_closure_audit_package():
+    _fileset_needs_a_newer_nix()
     a = nix_eval(f"""
       let p = {pkgs()}; d = p.closure-audit; in {{
         kind = d.stubKind; inherit (d.stubArgs) pname version pyproject makeWrapperArgs disabledTestMarks pythonImportsCheck;
         build = map (x: x.name) d.stubArgs.build-system;
         deps = map (x: x.name) d.stubArgs.dependencies;
         checks = map (x: x.name) d.stubArgs.nativeCheckInputs;
-        files = map toString d.stubArgs.src.fileset.files;
-        root = toString d.stubArgs.src.root;
+        files = if d.stubArgs.src ? fileset then map toString d.stubArgs.src.fileset.files else null;
+        src = "${{d.stubArgs.src}}";
         nix = "${{p.nix}}";
         main = d.meta.mainProgram;
       }}
@@ -96,15 +245,24 @@ def test_closure_audit_package():
     assert a["makeWrapperArgs"] == ["--prefix", "PATH", ":", a["nix"] + "/bin"]
     assert a["checks"] == ["pytestCheckHook", "hypothesis", "jsonschema", "pyelftools", "patchelf"]
     assert a["disabledTestMarks"] == ["wheels"] and a["pythonImportsCheck"] == ["closure_audit"]
-    assert a["main"] == "closure-audit" and a["root"] == str(ROOT)
-    rel = {os.path.relpath(f, ROOT) for f in a["files"]}
-    assert {"pyproject.toml", "tools", "lib/data", "tests"} <= rel
-    for f in a["files"]:
-        assert os.path.exists(f), f
+    assert a["main"] == "closure-audit"
+    if REAL_LIB:
+        # nixpkgs' lib.fileset copies the selection into the store.
+        src = a["src"]
+        assert src.startswith("/nix/store/") and os.path.exists(os.path.join(src, "pyproject.toml"))
+        assert sorted(os.listdir(src)) == sorted(["pyproject.toml", "README.md", "LICENSE", "tools", "lib", "docs",
+                                                  "examples", "tests"])
+    else:
+        assert a["src"] == str(ROOT)
+        rel = {os.path.relpath(f, ROOT) for f in a["files"]}
+        assert {"pyproject.toml", "tools", "lib/data", "tests"} <= rel
+        for f in a["files"]:
+            assert os.path.exists(f), f
 
 
 @pytest.mark.parametrize("system", ["x86_64-linux", "aarch64-linux"])
 def test_flake_outputs(system):
+    _fileset_needs_a_newer_nix()
     f = nix_eval(f"""
       let f = {FLAKE}; s = "{system}"; pkgs = f.legacyPackages.${{s}}; in {{
         top = builtins.attrNames f;
@@ -131,7 +289,7 @@ def test_flake_outputs(system):
     """)
     assert set(f["top"]) >= {"overlays", "lib", "legacyPackages", "packages", "apps", "checks", "formatter",
                               "devShells"}
-    assert "default" in f["overlays"] and {"options", "tools"} <= set(f["overlays"])
+    assert {"default", "options", "tools", "driver-runpath"} <= set(f["overlays"])
     assert f["overlayIsFunction"] and f["libHasFlags"] and f["overlayApplied"]
     assert f["config"] == {"cudaSupport": True, "allowUnfree": False}
     assert f["predicate"] == [True, False]
@@ -169,273 +327,271 @@ def test_nix_reads_the_flake_and_its_lock(tmp_path):
     assert meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"] == "9a0231af9b19ed3d5716fb8dab613019c30a80b5"
 
 
-def _package_set_summary(system: str, config: str = "{ }") -> dict:
+# The CUDA package sets.
+
+def _members(system: str, config: str, breaking: str = "") -> dict:
+    """Every member of both sets, with and without the overlay (and
+    `breaking` after it): whose it is, and whether its drvPath evaluates."""
     return nix_eval(f"""
       let
-        p = {pkgs(config=config, system=system)};
-        # nixcuda's members: ours carry the release in their name.
-        ours = d: builtins.isAttrs d && d ? stubArgs && d.stubArgs ? pname
-          && builtins.substring 0 4 d.stubArgs.pname == "cuda" && d.stubArgs ? splitRedistStrict;
-        summary = set: builtins.mapAttrs (name: d:
-          if !(ours d) then null else
-          let available = (builtins.tryEval (builtins.deepSeq d.stubArgs.src.stubArgs.url true)).success; in {{
-            inherit (d) name outputs;
+        with' = {pkgs(overlays=f"[ (import ./overlays).default {breaking} ]", config=config, system=system)};
+        without = {pkgs(overlays="[ ]", config=config, system=system)};
+        ok = d: (builtins.tryEval (builtins.deepSeq d.drvPath d.drvPath)).success;
+        isDrv = d: builtins.isAttrs d && d ? drvPath && d ? stubArgs;
+        ours = d: d.stubArgs ? splitRedistStrict;
+        summary = set: builtins.mapAttrs (n: d: {{ ours = ours d; ok = ok d; name = d.name; }})
+          (with'.lib.filterAttrs (n: isDrv) set);
+      in builtins.listToAttrs (map (s: {{ name = s; value = {{
+        with' = summary with'.${{s}}; without = summary without.${{s}};
+      }}; }}) [ "cudaPackages_12_9" "cudaPackages_13_0" ])
+    """)
+
+
+@pytest.mark.parametrize("system", ["x86_64-linux", "aarch64-linux"])
+@pytest.mark.parametrize("config", [cuda(), cuda('cudaCapabilities = [ "8.6" ];')], ids=["defaults", "8.6"])
+def test_no_member_that_evaluates_without_the_overlay_fails_with_it(system, config):
+    got = _members(system, config)
+    for version, (attr, release, variant) in SETS.items():
+        lists = output_lists(release, variant)
+        with_, without = got[attr]["with'"], got[attr]["without"]
+        regressions = [n for n, m in without.items() if m["ok"] and not with_[n]["ok"]]
+        assert regressions == [], (attr, regressions)
+        # Ours exactly where an output list exists for the platform; the
+        # compiler's parts and everything else stay nixpkgs'.
+        replaced = {n for n, m in with_.items() if m["ours"]}
+        expected = {n for n, platforms in lists.items() if PLATFORM[system] in platforms} - TOOLCHAIN
+        assert replaced == expected, attr
+        assert {"cudatoolkit", "cuda_cuobjdump", "cuda_gdb", "cuda_nvdisasm", "cuda_nvprune"} <= set(with_)
+        assert with_["cudatoolkit"]["ok"] and not with_["cuda_cuobjdump"]["ours"]
+
+
+def test_a_member_broken_by_the_overlay_would_be_caught():
+    """The check above can fail: one member broken by the overlay (as on main,
+    every member without an output list) is a regression of it and of every
+    member built on it."""
+    breaking = "(final: prev: { cudaPackages_12_9 = prev.cudaPackages_12_9.overrideScope (f: p: { " \
+               "libcublas = p.libcublas.overrideAttrs (o: { meta = o.meta // { broken = true; }; }); }); })"
+    s = _members("x86_64-linux", cuda(), breaking=breaking)["cudaPackages_12_9"]
+    regressions = {n for n, m in s["without"].items() if m["ok"] and not s["with'"][n]["ok"]}
+    assert {"libcublas", "libcusolver", "cudnn", "cudatoolkit"} <= regressions
+
+
+@pytest.mark.parametrize("system", ["x86_64-linux", "aarch64-linux"])
+def test_our_members(system):
+    got = nix_eval(f"""
+      let
+        p = {pkgs(config=cuda(), system=system)};
+        summary = set: builtins.mapAttrs (name: d: let
+          available = (builtins.tryEval (builtins.deepSeq d.stubArgs.src.stubArgs.url true)).success; in {{
+            inherit (d) name pname outputs;
             platforms = d.meta.platforms;
             broken = d.meta.broken;
-            available = available;
+            inherit available;
             url = if available then d.stubArgs.src.stubArgs.url else null;
             sha256 = if available then d.stubArgs.src.stubArgs.sha256 else null;
             hooks = map (x: x.name) d.stubArgs.nativeBuildInputs;
             deps = map (x: x.name) d.stubArgs.buildInputs;
             strict = d.stubArgs.splitRedistStrict;
-          }}) set;
-      in {{
-        "12.9" = summary p.cudaPackages_12_9;
-        "13.0" = summary p.cudaPackages_13_0;
-        same = p.cudaPackages.cudaMajorMinorVersion == "13.0" && p.cudaPackages.libcublas.name == p.cudaPackages_13_0.libcublas.name;
-        toolchain = {{ "12.9" = map (n: p.cudaPackages_12_9.${{n}}.name) [ "cuda_nvcc" "cuda_crt" "libnvvm" ];
-                      "13.0" = map (n: p.cudaPackages_13_0.${{n}}.name) [ "cuda_nvcc" "cuda_crt" "libnvvm" ]; }};
-        ncclInputs = map (x: x.name) p.cudaPackages_13_0.nccl.stubArgs.buildInputs;
-        backendStdenv = p.cudaPackages_13_0 ? backendStdenv;
-        redistSystem = {{ "12.9" = p.cudaPackages_12_9.redistSystem; "13.0" = p.cudaPackages_13_0.redistSystem; }};
-      }}
+          }}) (p.lib.filterAttrs (n: d: builtins.isAttrs d && d ? stubArgs && d.stubArgs ? splitRedistStrict) set);
+      in {{ "12.9" = summary p.cudaPackages_12_9; "13.0" = summary p.cudaPackages_13_0; }}
     """)
-
-
-RELEASES = {"12.9": ("12.9.1", "cuda12"), "13.0": ("13.0.2", "cuda13")}
-PLATFORM = {"x86_64-linux": "linux-x86_64", "aarch64-linux": "linux-sbsa"}
-
-
-@pytest.mark.parametrize("system", ["x86_64-linux", "aarch64-linux"])
-def test_cuda_package_sets(system):
-    got = _package_set_summary(system)
-    assert got["same"] and got["redistSystem"] == {"12.9": PLATFORM[system], "13.0": PLATFORM[system]}
     platform = PLATFORM[system]
-    for version, (release, variant) in RELEASES.items():
-        cuda = json.loads((ROOT / f"pkgs/cuda/manifests/redistrib_{release}.json").read_text())
-        cudnn = json.loads((ROOT / "pkgs/cuda/manifests/redistrib_9.27.0.json").read_text())
-        outputs = json.loads((ROOT / f"pkgs/cuda/outputs/{release}.json").read_text())["packages"]
-        outputs.update(json.loads((ROOT / f"pkgs/cuda/outputs/cudnn-9.27.0-{variant}.json").read_text())["packages"])
-        members = {k: v for k, v in got[version].items() if v is not None}
-        expected_names = {k for k, v in {**cuda, **cudnn}.items() if isinstance(v, dict) and "version" in v}
-        # Every package of the manifests evaluates; the compiler's parts stay
-        # nixpkgs' (its setup hooks), when nixpkgs has the release.
-        toolchain = {"cuda_nvcc", "cuda_crt", "libnvvm"}
-        assert set(members) == expected_names - toolchain
-        assert not any(n.startswith(f"cuda{version}-") for n in got["toolchain"][version])
-        for name, d in members.items():
-            manifest = cuda if name in cuda else cudnn
+    cudnn = json.loads((ROOT / "pkgs/cuda/manifests/redistrib_9.27.0.json").read_text())
+    for version, (attr, release, variant) in SETS.items():
+        cuda_manifest = json.loads((ROOT / f"pkgs/cuda/manifests/redistrib_{release}.json").read_text())
+        lists = output_lists(release, variant)
+        for name, d in got[version].items():
+            manifest = cuda_manifest if name in cuda_manifest else cudnn
             entry = manifest[name]
-            assert d["name"] == f"cuda{version}-{name}-{entry['version']}"  # the set in the store name
-            archive = entry.get(platform)
-            if archive is not None and name in cudnn:
-                archive = archive.get(variant)
-            listed = outputs.get(name, {}).get(platform)
-            if archive is None:
-                assert not d["available"] and system not in d["platforms"], name  # unsupported here
-                continue
-            assert system in d["platforms"], name
-            product = "cuda" if name in cuda else "cudnn"
-            assert d["available"] and d["url"] == (
-                f"https://developer.download.nvidia.com/compute/{product}/redist/{archive['relative_path']}")
+            # nixpkgs' naming: pname is the package, the store name says the set.
+            assert d["pname"] == name and d["name"] == f"cuda{version}-{name}-{entry['version']}"
+            archive = entry[platform]
+            if name in cudnn:
+                archive = archive[variant]
+            assert system in d["platforms"] and d["available"], name
+            product = "cuda" if name in cuda_manifest else "cudnn"
+            assert d["url"] == f"https://developer.download.nvidia.com/compute/{product}/redist/{archive['relative_path']}"
             assert d["sha256"] == archive["sha256"], name
-            assert d["hooks"] == ["autoPatchelfHook", "auto-add-opengl-runpath-hook", "split-redist-outputs-hook"]
-            if listed is None:
-                assert d["broken"] and d["outputs"] == ["out"], name
-            else:
-                assert not d["broken"] and d["outputs"] == ["out", *listed["outputs"]], name
-                assert d["strict"] is listed["inspected"].startswith("tarball")
+            assert d["hooks"] == ["autoPatchelfHook", "auto-add-opengl-runpath-hook", "split-redist-outputs-hook",
+                                  "mark-for-cudatoolkit-root-hook"]
+            listed = lists[name][platform]
+            assert not d["broken"] and d["outputs"] == ["out", *listed["outputs"]], name
+            assert d["strict"] is listed["inspected"].startswith("tarball")
             # A member of one set never pulls in a member of another.
             for dep in d["deps"]:
-                if dep.startswith("cuda") and dep[4:8].rstrip("-").replace(".", "").isdigit():
+                if re.match(r"cuda\d+\.\d+-", dep):
                     assert dep.startswith(f"cuda{version}-"), (name, dep)
 
 
-def test_nixpkgs_packages_of_the_scope_link_against_ours():
-    got = _package_set_summary("x86_64-linux")
-    assert "cuda13.0-cuda_cudart-13.0.96" in got["ncclInputs"] and got["backendStdenv"]
+def test_sets_stand_alone_without_a_nixpkgs_scope():
+    """On a nixpkgs without these releases, every redistributable is nixcuda's;
+    one without an output list is broken, saying why through meta."""
+    got = nix_eval(f"""
+      let p = {pkgs(overlays='[ (final: prev: { cudaPackages_12_9 = null; cudaPackages_13_0 = null; }) (import ./overlays).default ]', config=cuda())};
+          s = p.cudaPackages_13_0;
+      in {{ nvcc = s.cuda_nvcc.name; outs = s.cuda_nvcc.outputs; scoped = s ? overrideScope;
+           gdb = s.cuda_gdb.meta.broken; inherit (s) cudaMajorMinorVersion cudaMajorVersion cudaMajorMinorPatchVersion;
+           atLeast = s.cudaAtLeast "13.0"; torch = p.python3Packages.torch.cudaPackages.cudaMajorMinorVersion; }}
+    """)
+    assert got == {"nvcc": "cuda13.0-cuda_nvcc-13.0.88", "outs": ["out", "bin", "dev"], "scoped": False, "gdb": True,
+                   "cudaMajorMinorVersion": "13.0", "cudaMajorVersion": "13", "cudaMajorMinorPatchVersion": "13.0.2",
+                   "atLeast": True, "torch": "12.9"}
+
+
+def test_nixpkgs_default_cuda_set_and_its_versions_are_left_alone():
+    got = nix_eval(f"""
+      let
+        p = {pkgs(config=cuda())}; prev = {pkgs(overlays="[ ]", config=cuda())};
+        s = p.cudaPackages_12_9;
+      in {{
+        same = p.cudaPackages.cudaMajorMinorVersion == prev.cudaPackages.cudaMajorMinorVersion;
+        inherit (s) cudaMajorMinorVersion cudaMajorVersion cudaMajorMinorPatchVersion;
+        hasCudaVersion = s ? cudaVersion;
+        about = s.nixcudaRelease;
+        toolkitName = s.cudatoolkit.name;
+      }}
+    """)
+    assert got == {"same": True, "cudaMajorMinorVersion": "12.9", "cudaMajorVersion": "12",
+                   "cudaMajorMinorPatchVersion": "12.9.1", "hasCudaVersion": False,
+                   "about": {"cudaMajorMinorPatchVersion": "12.9.1", "cudnnVersion": "9.27.0",
+                             "redistSystem": "linux-x86_64"},
+                   "toolkitName": "cuda-merged-12.9"}
+
+
+def test_the_releases_are_listed_once():
+    data = json.loads((ROOT / "pkgs/cuda/releases.json").read_text())
+    got = nix_eval(f"""
+      let p = {pkgs(config=cuda())}; l = (import ./lib).cuda; in {{
+        inherit (l) cudaVersions releases torchCudaVersion;
+        sets = builtins.filter (n: builtins.match "cudaPackages_[0-9]+_[0-9]+" n != null)
+          (builtins.attrNames ((import ./overlays).cuda-packages p {pkgs(overlays="[ ]", config=cuda())}));
+      }}
+    """)
+    assert got["releases"] == data["sets"] and got["cudaVersions"] == sorted(data["sets"])
+    assert got["sets"] == sorted("cudaPackages_" + v.replace(".", "_") for v in data["sets"])
+    assert got["torchCudaVersion"] == data["torch"]
+    # No other file names a release.
+    for path in ("lib/cuda/default.nix", "pkgs/cuda/default.nix", "overlays/cuda-packages.nix",
+                 "overlays/python-packages.nix", "pkgs/torch/default.nix"):
+        text = "\n".join(line for line in (ROOT / path).read_text().splitlines()
+                         if not line.lstrip().startswith("#"))
+        for release in data["sets"].values():
+            assert release["cuda"] not in text and release["cudnn"] not in text, path
+        assert not re.search(r'"1[23]\.[0-9]"', text), path
+
+
+@pytest.mark.parametrize("config", [cuda(), cuda('cudaCapabilities = [ "9.0" "8.6" ];'),
+                                    cuda('cudaCapabilities = [ "8.6" "9.0a" ]; cudaForwardCompat = false;')])
+def test_every_target_field_comes_from_one_source(config):
+    got = nix_eval(f"""
+      let p = {pkgs(config=config)}; f = p.cudaPackages_12_9.flags; in {{
+        flags = builtins.removeAttrs f [ "dropDots" "dropDot" "cudaComputeCapabilityToName" ];
+        names = map f.cudaComputeCapabilityToName f.cudaCapabilities;
+        ours = p.nixcuda.flagsFor "12.9";
+        magma = p.magma-cuda-static.override {{ cudaPackages = p.cudaPackages_12_9; }};
+        magmaFlags = (p.magma-cuda-static.override {{ cudaPackages = p.cudaPackages_12_9; }}).stubArgs.cmakeFlags;
+      }}
+    """)
+    f, ours = got["flags"], got["ours"]
+    for key, value in ours.items():
+        assert f[key] == value, key
+    assert f["cudaCapabilities"] == ours["capabilities"] and f["cudaForwardCompat"] == ours["forwardCompat"]
+    assert f["realArches"] == f["realArchs"] == ours["realArchs"]
+    assert f["virtualArches"] == ours["virtualArchs"]
+    assert f["gencodeString"] == " ".join(ours["gencode"])
+    ptx = [] if ours["ptxCapability"] is None else ["compute_" + ours["ptxCapability"].replace(".", "")]
+    assert f["arches"] == f["archs"] == ours["realArchs"] + ptx
+    assert f["cmakeCudaArchitecturesString"] == ours["cmakeCudaArchitectures"]
+    assert f["isJetsonBuild"] is ours["isJetson"] and set(got["names"]) == set(ours["archNames"])
+    # magma builds for the same GPUs.
+    assert f"-DCMAKE_CUDA_ARCHITECTURES={ours['cmakeCudaArchitectures']}" in got["magmaFlags"]
 
 
 def test_cudnn_takes_the_matching_cuda_variant():
-    got = _package_set_summary("x86_64-linux")
-    assert "cuda13-archive" in got["13.0"]["cudnn"]["url"] and "cuda12-archive" in got["12.9"]["cudnn"]["url"]
-    assert got["13.0"]["cudnn"]["deps"][2:] == ["cuda13.0-libcublas-13.1.0.3", "cuda13.0-cuda_nvrtc-13.0.88"]
+    got = nix_eval(f"""
+      let p = {pkgs(config=cuda())}; in {{
+        "12.9" = p.cudaPackages_12_9.cudnn.stubArgs.src.stubArgs.url;
+        "13.0" = p.cudaPackages_13_0.cudnn.stubArgs.src.stubArgs.url;
+        deps = map (d: d.name) p.cudaPackages_13_0.cudnn.stubArgs.buildInputs;
+        fhs = p.cudaPackages_13_0.cudnn.stubArgs.allowFHSReferences;
+      }}
+    """)
+    assert "cuda13-archive" in got["13.0"] and "cuda12-archive" in got["12.9"]
+    assert got["deps"][2:] == ["cuda13.0-libcublas-13.1.0.3", "cuda13.0-cuda_nvrtc-13.0.88"] and got["fhs"] is True
 
 
 def test_jetson_builds_use_the_linux_aarch64_archives():
-    got = _package_set_summary("aarch64-linux", '{ cudaCapabilities = [ "8.7" ]; }')
-    assert got["redistSystem"] == {"12.9": "linux-aarch64", "13.0": "linux-sbsa"}
-    cudart = got["12.9"]["cuda_cudart"]
-    # NVIDIA ships a linux-aarch64 archive, but no output list was made for it here.
-    assert cudart["available"] and cudart["broken"] and cudart["outputs"] == ["out"]
-
-
-def test_hooks_overlay():
     got = nix_eval(f"""
-      let p = {pkgs(overlays='[ (import ./overlays).hooks ]')}; in {{
-        a = {{ inherit (p.autoAddOpenGLRunpathHook) stubKind; inherit (p.autoAddOpenGLRunpathHook.stubArgs) name;
-              script = toString p.autoAddOpenGLRunpathHook.stubArgs.script;
-              props = map (x: x.name) p.autoAddOpenGLRunpathHook.stubArgs.propagatedBuildInputs; }};
-        alias = p.autoAddDriverRunpath.name == p.autoAddOpenGLRunpathHook.name;
-        split = toString p.splitRedistOutputsHook.stubArgs.script;
+      let p = {pkgs(config=cuda('cudaCapabilities = [ "8.7" ];'), system="aarch64-linux")}; in {{
+        redist = {{ "12.9" = p.cudaPackages_12_9.nixcudaRelease.redistSystem; "13.0" = p.cudaPackages_13_0.nixcudaRelease.redistSystem; }};
+        # NVIDIA ships a linux-aarch64 archive, but no output list was made for it: nixpkgs' stays.
+        cudartIsOurs = p.cudaPackages_12_9.cuda_cudart.stubArgs ? splitRedistStrict;
+      }}
+    """)
+    assert got == {"redist": {"12.9": "linux-aarch64", "13.0": "linux-sbsa"}, "cudartIsOurs": False}
+
+
+def test_cuda_13_layout_matches_what_nixpkgs_nvcc_expects():
+    """nixpkgs' cuda_nvcc 13 points nvcc at cuda_cccl's include output and
+    cuda_cudart propagates the compiler's headers: ours un-nests CCCL and
+    offers its headers as `include`; cudart propagates crt (13) or nvcc (12.9)."""
+    got = nix_eval(f"""
+      let p = {pkgs(config=cuda())}; s13 = p.cudaPackages_13_0; s12 = p.cudaPackages_12_9; in {{
+        cccl = s13.cuda_cccl.stubArgs.prePatch;
+        cccl12 = s12.cuda_cccl.stubArgs.prePatch or "";
+        include = s13.cuda_cccl.include.outPath;
+        dev = s13.cuda_cccl.dev.outPath;
+        nvcc = s13.cuda_nvcc.stubArgs.postInstall;
+        cudart13 = map (d: d.name) s13.cuda_cudart.stubArgs.propagatedBuildInputs;
+        cudart12 = map (d: d.name) s12.cuda_cudart.stubArgs.propagatedBuildInputs;
+        cudartOutput = map (d: d.outputName) s13.cuda_cudart.stubArgs.propagatedBuildInputs;
+      }}
+    """)
+    assert "mv include/cccl/* include/" in got["cccl"] and got["cccl12"] == ""
+    assert got["include"] == got["dev"] and f"{got['dev']}/include" in got["nvcc"]
+    assert got["cudart13"] == ["cuda13.0-cuda_crt-13.0.88", "cuda13.0-cuda_cccl-13.0.85"]
+    assert got["cudart12"] == ["cuda12.9-cuda_nvcc-12.9.86", "cuda12.9-cuda_cccl-12.9.27"]
+    assert got["cudartOutput"] == ["out", "dev"]
+
+
+def test_hooks_overlay_and_the_driver_runpath_opt_in():
+    got = nix_eval(f"""
+      let
+        hooks = {pkgs(overlays='[ (import ./overlays).hooks ]')};
+        default = {pkgs(overlays='[ (import ./overlays).default ]', config=cuda())};
+        optIn = {pkgs(overlays='[ (import ./overlays).default (import ./overlays).driver-runpath ]', config=cuda())};
+        prev = {pkgs(overlays='[ ]', config=cuda())};
+        hookOf = d: map (x: x.name) d.stubArgs.nativeBuildInputs;
+      in {{
+        a = {{ inherit (hooks.autoAddOpenGLRunpathHook) stubKind; inherit (hooks.autoAddOpenGLRunpathHook.stubArgs) name;
+              script = toString hooks.autoAddOpenGLRunpathHook.stubArgs.script;
+              props = map (x: x.name) hooks.autoAddOpenGLRunpathHook.stubArgs.propagatedBuildInputs; }};
+        split = toString hooks.splitRedistOutputsHook.stubArgs.script;
+        default = default.autoAddDriverRunpath.name;
+        optIn = optIn.autoAddDriverRunpath.name;
+        # nixpkgs' own members: untouched by default, rebuilt with the opt-in.
+        gdbDefault = hookOf default.cudaPackages_12_9.cuda_gdb;
+        gdbOptIn = hookOf optIn.cudaPackages_12_9.cuda_gdb;
+        sameDefault = default.cudaPackages_12_9.cuda_gdb.drvPath == prev.cudaPackages_12_9.cuda_gdb.drvPath;
+        sameOptIn = optIn.cudaPackages_12_9.cuda_gdb.drvPath == prev.cudaPackages_12_9.cuda_gdb.drvPath;
       }}
     """)
     assert got["a"] == {"stubKind": "makeSetupHook", "name": "auto-add-opengl-runpath-hook",
                         "script": str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"), "props": ["patchelf"]}
-    assert got["alias"] and got["split"] == str(ROOT / "hooks/split-redist-outputs.sh")
+    assert got["split"] == str(ROOT / "hooks/split-redist-outputs.sh")
+    assert got["default"] == "auto-add-driver-runpath-hook" and got["optIn"] == "auto-add-opengl-runpath-hook"
+    assert "auto-add-driver-runpath-hook" in got["gdbDefault"] and "auto-add-opengl-runpath-hook" in got["gdbOptIn"]
+    assert got["sameDefault"] is True and got["sameOptIn"] is False
 
 
-def test_cuda_packages_overlay_works_alone():
-    got = nix_eval(f"({pkgs(overlays='[ (import ./overlays).cuda-packages ]')}).cudaPackages.libcublas.outputs")
-    assert got == ["out", "lib", "dev"]
-
-
-def test_cuda_package_sets_stand_alone_without_a_nixpkgs_scope():
-    """On a nixpkgs without these releases, every redistributable is nixcuda's."""
+def test_nixpkgs_packages_of_the_scope_link_against_ours():
     got = nix_eval(f"""
-      let p = {pkgs(overlays='[ (final: prev: { cudaPackages_12_9 = null; cudaPackages_13_0 = null; }) (import ./overlays).default ]')};
-      in {{ nvcc = p.cudaPackages.cuda_nvcc.name; outs = p.cudaPackages.cuda_nvcc.outputs; scoped = p.cudaPackages ? overrideScope; }}
-    """)
-    assert got == {"nvcc": "cuda13.0-cuda_nvcc-13.0.88", "outs": ["out", "bin", "dev"], "scoped": False}
-
-
-def _torch(config: str, system: str = "x86_64-linux", override: str = "") -> dict:
-    return nix_eval(f"""
-      let
-        p = {pkgs(config=config, system=system)};
-        t = p.python3Packages.torch{override};
-        names = map (x: x.name);
-      in {{
-        inherit (t) name cudaArchList cudaCapabilities droppedCudaCapabilities withMagma;
-        preConfigure = t.stubArgs.preConfigure;
-        postPatch = t.stubArgs.postPatch;
-        buildInputs = names t.stubArgs.buildInputs;
-        nativeBuildInputs = names t.stubArgs.nativeBuildInputs;
-        disallowed = names t.stubArgs.disallowedRequisites;
-        extraRunpaths = t.stubArgs.extraRunpaths;
-        outputs = t.outputs;
-        cudaSupport = t.stubArgs.passthru.cudaSupport;
-        gpu = {{ inherit (t.gpuCheck.stubArgs) requiredSystemFeatures buildCommand; inputs = names t.gpuCheck.stubArgs.nativeBuildInputs; }};
-        archs = {{ inherit (t.tests.archs.stubArgs) buildCommand capabilities forwardCompat;
-                  torch = t.tests.archs.stubArgs.torch.name; inputs = names t.tests.archs.stubArgs.nativeBuildInputs; }};
-        closure = {{ inherit (t.tests.closure.stubArgs) buildCommand; budgets = toString t.tests.closure.stubArgs.budgets;
-                    inputs = names t.tests.closure.stubArgs.nativeBuildInputs;
-                    roots = map (r: r.name) t.tests.closure.stubArgs.closure.stubArgs.rootPaths; }};
-        patch = t.cppExtensionPatch;
+      let p = {pkgs(config=cuda())}; in {{
+        nccl = map (x: x.name) p.cudaPackages_13_0.nccl.stubArgs.buildInputs;
+        toolkit = map (x: x.name) p.cudaPackages_13_0.cudatoolkit.stubArgs.paths;
+        backendStdenv = p.cudaPackages_13_0 ? backendStdenv;
       }}
     """)
-
-
-FORBIDDEN_IN_INPUTS = ("cuda-merged", "cudatoolkit", "magma-2", "cuda_nvcc")
-
-
-@pytest.mark.parametrize("config, arch, caps", [
-    ('{ cudaSupport = true; cudaCapabilities = [ "8.9" ]; cudaForwardCompat = false; }', "8.9", ["8.9"]),
-    ('{ cudaSupport = true; cudaCapabilities = [ "9.0" "8.6" ]; }', "8.6;9.0+PTX", ["8.6", "9.0"]),
-    ('{ cudaSupport = true; cudaCapabilities = [ "9.0" "8.6" ]; cudaForwardCompat = false; }', "8.6;9.0", ["8.6", "9.0"]),
-    ('{ cudaSupport = true; cudaCapabilities = [ "8.6" "9.0a" ]; }', "8.6;9.0a;9.0+PTX", ["8.6", "9.0a"]),
-])
-def test_torch_arch_list(config, arch, caps):
-    t = _torch(config)
-    assert t["cudaArchList"] == arch and t["cudaCapabilities"] == caps
-    # The build-time GPU code check asks for the same capabilities.
-    assert t["archs"]["capabilities"] == ",".join(caps) and t["archs"]["torch"] == t["name"]
-    assert t["archs"]["forwardCompat"] == ("--forward-compat" if "PTX" in arch else "--no-forward-compat")
-    # The overlay's export comes last in preConfigure, so it is the one in effect.
-    assert t["preConfigure"].rstrip().splitlines()[-1] == f'export TORCH_CUDA_ARCH_LIST="{arch}"'
-
-
-def test_torch_drops_what_the_release_cannot_build_and_says_so():
-    p = nix_eval(f'({pkgs(config=chr(123) + " cudaSupport = true; cudaCapabilities = [ " + chr(34) + "8.6" + chr(34) + " " + chr(34) + "10.0f" + chr(34) + " ]; " + chr(125))}).python3Packages.torch.cudaArchList',
-                 check=False)
-    assert p.returncode == 0 and json.loads(p.stdout) == "8.6+PTX"
-    assert "PyTorch 2.9.1 cannot build for 10.0f; building for 8.6" in p.stderr
-
-
-def test_torch_fails_evaluation_when_nothing_is_left():
-    cfg = '{ cudaSupport = true; cudaCapabilities = [ "10.0f" "12.0f" ]; }'
-    p = nix_eval(f"({pkgs(config=cfg)}).python3Packages.torch.cudaArchList", check=False)
-    assert p.returncode != 0
-    assert "PyTorch 2.9.1 builds for none of the requested CUDA capabilities (10.0f, 12.0f); it builds for" in p.stderr
-
-
-def test_torch_runtime_inputs_hold_neither_toolkit_nor_magma():
-    t = _torch("{ cudaSupport = true; }")
-    assert t["cudaSupport"] is True and t["withMagma"] is True
-    # Every CUDA library is nixcuda's split redistributable.
-    cuda_libs = [n for n in t["buildInputs"] if "cuda" in n or n.startswith(("lib", "cudnn"))]
-    assert {"cuda13.0-cuda_cudart-13.0.96", "cuda13.0-libcublas-13.1.0.3", "cuda13.0-cudnn-9.27.0.42"} <= set(cuda_libs)
-    assert not any(n.startswith(FORBIDDEN_IN_INPUTS) for n in t["buildInputs"])
-    assert "magma-cuda-static-2.9.0" in t["buildInputs"]  # linked statically
-    assert "cuda_nvcc-13.0.0" in t["nativeBuildInputs"]  # the compiler runs at build time only
-    assert set(t["disallowed"]) == {"cuda-merged-13.0", "cuda_nvcc-13.0.0", "gcc-wrapper", "gcc-wrapper-14.3.0",
-                                    "magma-2.9.0"}
-    no_magma = _torch("{ cudaSupport = true; }", override=".override { withMagma = false; }")
-    assert no_magma["withMagma"] is False and not any("magma" in n for n in no_magma["buildInputs"])
-
-
-def test_torch_hooks_and_runpaths():
-    t = _torch("{ cudaSupport = true; }")
-    assert "auto-add-opengl-runpath-hook" in t["nativeBuildInputs"]
-    assert "auto-add-driver-runpath-hook" not in t["nativeBuildInputs"]
-    libs = {p.split("-", 1)[1].rsplit("/lib", 1)[0] for p in t["extraRunpaths"]}
-    assert {"cuda13.0-cuda_nvrtc-13.0.88-lib", "cuda13.0-libnvjitlink-13.0.88-lib", "cuda13.0-cudnn-9.27.0.42-lib",
-            "cuda13.0-libcublas-13.1.0.3-lib"} <= libs
-    assert all(p.endswith("-lib/lib") for p in t["extraRunpaths"])  # lib outputs only
-
-
-def test_torch_cpp_extension_patch_and_checks():
-    t = _torch("{ cudaSupport = true; }")
-    patch = t["patch"]
-    assert f"--replace-fail '{patch['from']}' '{patch['to']}'" in t["postPatch"]
-    assert t["gpu"]["requiredSystemFeatures"] == ["cuda"] and "gpu-check.py" in t["gpu"]["buildCommand"]
-    assert t["gpu"]["inputs"] == ["python3-env"]
-    c = t["closure"]
-    assert c["budgets"] == str(ROOT / "ci/closure-budgets.toml") and c["roots"] == [t["name"]]
-    assert "closure-audit gate --budgets $budgets --path-info torch=$closure/registration" in c["buildCommand"]
-    assert c["inputs"][0].startswith("closure-audit")
-
-
-def test_flake_checks_hold_the_torch_closure_gate_and_archs_check():
-    f = nix_eval(f"let f = {FLAKE}; in builtins.attrNames f.checks.x86_64-linux")
-    assert {"torch-closure", "torch-archs"} <= set(f)
-
-
-def test_hydra_jobs_match_the_workflow():
-    jobs = nix_eval(f"""let f = {FLAKE}; in {{
-      names = builtins.attrNames f.hydraJobs;
-      checks = builtins.attrNames f.hydraJobs.checks.x86_64-linux;
-      torch = f.hydraJobs.torch.x86_64-linux.name;
-      gpu = f.hydraJobs.torch-gpu.aarch64-linux.stubArgs.requiredSystemFeatures;
-    }}""")
-    assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-archs", "torch-closure"],
-                    "torch": "torch-2.9.1", "gpu": ["cuda"]}
-    spec = json.loads((ROOT / "ci/hydra/spec.json").read_text())
-    assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
-    workflow = (ROOT / ".github/workflows/nixcuda.yml").read_text()
-    for step in ("ci/test", "nix build .#python3Packages.torch", "gate --budgets ci/closure-budgets.toml",
-                 "--baseline torch=baseline/gate.json", "--markdown gate.md", "gh pr comment"):
-        assert step in workflow, step
-
-
-@needs("nvcc (ci/setup installs NVIDIA's compiler wheels)", find_nvcc() is not None)
-@pytest.mark.parametrize("capabilities, forward, status", [
-    ("8.6,9.0", "--forward-compat", 0),
-    ("8.6", "--no-forward-compat", 0),  # sm_90 and compute_90 are unused: warnings
-    ("8.0,8.6", "--no-forward-compat", 1),  # nothing runs on 8.0
-])
-def test_torch_archs_check_runs_its_script(tmp_path, capabilities, forward, status):
-    """The archs check's build script, run for real on real GPU code as the
-    builder would run it: the report is kept, the exit status is archs'."""
-    t = _torch("{ cudaSupport = true; }")
-    (tmp_path / "torch" / "lib").mkdir(parents=True)
-    Nvcc(find_nvcc(), tmp_path).build("torch/lib/libtorch_cuda.so", gencode("86:sm_86", "90:[sm_90,compute_90]"))
-    out = tmp_path / "out"
-    env = {**os.environ, "out": str(out), "torch": str(tmp_path / "torch"), "capabilities": capabilities,
-           "forwardCompat": forward, "PATH": f"{ROOT / '.venv/bin'}{os.pathsep}{os.environ['PATH']}"}
-    p = subprocess.run(["bash", "-euo", "pipefail", "-c", t["archs"]["buildCommand"]], env=env,
-                       capture_output=True, text=True)
-    assert p.returncode == status, p.stderr
-    report = json.loads((out / "report.json").read_text())
-    assert report["request"]["capabilities"] == capabilities.split(",")
-    assert "libtorch_cuda.so" in (out / "report.txt").read_text()
+    assert "cuda13.0-cuda_cudart-13.0.96" in got["nccl"] and got["backendStdenv"]
+    # cudatoolkit joins nixpkgs' tools and our split libraries, every output but static.
+    assert "cuda13.0-libcublas-13.1.0.3" in got["toolkit"] and "cuda13.0-cuda_gdb-13.0.85" in got["toolkit"]

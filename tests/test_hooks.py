@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from contract_eval import hook_environment
 from closure_audit.elf.reader import read_elf
 from nixstore import needs_nix, nix_build
 from parts import needs
@@ -21,11 +22,14 @@ DRIVER = "/run/opengl-driver/lib"
 pytestmark = needs("patchelf", shutil.which("patchelf") is not None)
 
 
-def run_hook(outputs: dict[str, Path], env: dict | None = None, script: str = "autoAddOpenGLRunpath"):
-    """Source the hook in plain bash, strict mode, and run it over `outputs`."""
-    e = {"PATH": os.environ["PATH"], "outputs": " ".join(outputs), **{k: str(v) for k, v in outputs.items()}}
+def run_hook(outputs: dict[str, Path], env: dict | None = None, script: str = "autoAddOpenGLRunpath",
+             structured: bool = False):
+    """Source the hook in plain bash, strict mode, and run it over `outputs`;
+    `structured`: the outputs as __structuredAttrs gives them."""
+    given, declare = hook_environment(outputs, structured)
+    e = {"PATH": os.environ["PATH"], **given}
     e.update(env or {})
-    return subprocess.run(["bash", "-c", f'set -euo pipefail; source "{HOOK}"; {script}'], env=e,
+    return subprocess.run(["bash", "-c", f'set -euo pipefail; {declare}source "{HOOK}"; {script}'], env=e,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -56,11 +60,12 @@ def tree(build, objects):
     return {"out": out, "lib": lib}
 
 
-def test_every_kind_of_file(tree):
+@pytest.mark.parametrize("structured", [False, True], ids=["plain", "structured-attrs"])
+def test_every_kind_of_file(tree, structured):
     out, lib = tree["out"], tree["lib"]
     before = {p: p.read_bytes() for p in (out / "bin/static", lib / "lib/libstatic.a", lib / "lib/object.o",
                                           out / "bin/script")}
-    p = run_hook(tree)
+    p = run_hook(tree, structured=structured)
     assert p.returncode == 0, p.stderr
     # The stubs entry is replaced, the others keep their order, the driver comes first.
     assert runpath(out / "bin/app") == f"{DRIVER}:/nix/store/aaaa-dep/lib:/nix/store/cccc-x/lib"
@@ -86,10 +91,14 @@ def test_idempotent(tree):
     assert runpath(tree["lib"] / "lib/libplain.so").count(DRIVER) == 1
 
 
-def test_opt_out(tree):
+@pytest.mark.parametrize("switch", ["dontAutoAddOpenGLRunpath", "dontUseAutoAddDriverRunpath",
+                                    "dontUseAutoAddOpenGLRunpath"])
+def test_opt_out(tree, switch):
+    """Its own switch, and those of nixpkgs' autoAddDriverRunpath it may stand in for."""
     before = (tree["lib"] / "lib/libplain.so").read_bytes()
-    assert run_hook(tree, env={"dontAutoAddOpenGLRunpath": "1"}).returncode == 0
+    assert run_hook(tree, env={switch: "1"}).returncode == 0
     assert (tree["lib"] / "lib/libplain.so").read_bytes() == before
+    assert run_hook(tree).returncode == 0 and (tree["lib"] / "lib/libplain.so").read_bytes() != before
 
 
 def test_a_file_patchelf_cannot_handle_fails_the_build_and_is_left_whole(tree):
@@ -105,10 +114,12 @@ def test_a_file_patchelf_cannot_handle_fails_the_build_and_is_left_whole(tree):
     assert not list(tree["lib"].rglob(".autoAddOpenGLRunpath.*"))
 
 
-def test_sourcing_defines_functions_only(tree):
+def test_sourcing_registers_and_runs_nothing(tree):
+    """Sourcing defines the function and appends it to postFixupHooks, as
+    nixpkgs' setup.sh sources setup hooks; nothing is patched until fixup."""
     before = (tree["lib"] / "lib/libplain.so").read_bytes()
-    p = run_hook(tree, script="declare -F autoAddOpenGLRunpath")
-    assert p.returncode == 0 and "autoAddOpenGLRunpath" in p.stdout
+    p = run_hook(tree, script='declare -F autoAddOpenGLRunpath; echo "${postFixupHooks[*]}"')
+    assert p.returncode == 0 and p.stdout.split() == ["autoAddOpenGLRunpath", "autoAddOpenGLRunpath"]
     assert (tree["lib"] / "lib/libplain.so").read_bytes() == before
 
 

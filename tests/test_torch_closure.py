@@ -53,10 +53,10 @@ let
       cp -L $(gcc -print-file-name=$l) $out/lib/
     done
   '';
-  fixups = import @FIXUPS@ { };
+  fixups = import @FIXUPS@ { lib = import @STUB_LIB@; cudaPackages = { cudaMajorMinorVersion = "13.0"; }; };
   # NCCL is not in NVIDIA's CUDA manifests (nixpkgs builds it from source), so
   # the fixups do not know it; its binary release compiles in /usr paths.
-  allowFHS = name: fixups.${name}.allowFHSReferences or (name == "nccl");
+  allowFHS = name: ((fixups.${name} or (_: { })) { buildInputs = [ ]; }).allowFHSReferences or (name == "nccl");
   redist = { name, version, src, outputs }: builtins.derivation {
     name = "cuda13.0-${name}-${version}"; inherit system src;
     outputs = [ "out" ] ++ outputs; builder = "/bin/bash"; splitRedistStrict = "1";
@@ -146,7 +146,8 @@ def closures(tmp_path_factory):
     expr = (EXPR.replace("@SPLIT@", " ".join(entries)).replace("@TORCH@", os.path.dirname(torch_dir))
             .replace("@DRIVER_HOOK@", str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"))
             .replace("@SPLIT_HOOK@", str(ROOT / "hooks/split-redist-outputs.sh")).replace("@DLOPENED@", dlopened)
-            .replace("@FIXUPS@", str(ROOT / "pkgs/cuda/fixups.nix")))
+            .replace("@FIXUPS@", str(ROOT / "pkgs/cuda/fixups.nix"))
+            .replace("@STUB_LIB@", str(ROOT / "tests/contract/nixpkgs-contract-stub/lib.nix")))
     torch, bad, magma, toolkit = nix_build(tmp, expr)
     return {"torch": torch, "bad": bad, "magma": magma, "toolkit": toolkit}
 

@@ -4,12 +4,18 @@ let
   options = import ./options.nix { inherit capabilities; };
   flags = import ./flags.nix { inherit capabilities options; };
   licenses = import ./licenses.nix;
+  scopeFlags = import ./scope-flags.nix { inherit capabilities; };
+  # The CUDA package sets this project makes: listed once, in pkgs/cuda/releases.json.
+  releasesData = builtins.fromJSON (builtins.readFile ../../pkgs/cuda/releases.json);
 in
 {
   inherit (capabilities) table parse supportedBy supportedCapabilities;
   inherit (options) validate defaultCapabilities resolve;
-  inherit flags;
+  inherit flags scopeFlags;
   inherit (licenses) licenses isCudaLicense allowUnfreePredicate;
-  # The CUDA releases this project packages (see pkgs/cuda).
-  cudaVersions = [ "12.9" "13.0" ];
+  # CUDA major.minor -> { cuda; cudnn; }: the NVIDIA releases of each set.
+  releases = releasesData.sets;
+  cudaVersions = builtins.attrNames releasesData.sets;
+  # The set PyTorch is built with.
+  torchCudaVersion = releasesData.torch;
 }

@@ -1,11 +1,14 @@
 # A CUDA package set from NVIDIA's manifests: one derivation per
 # redistributable of the release, plus cuDNN for the matching CUDA variant.
+# The releases are listed once, in ./releases.json.
 #
-#   (callPackage ./pkgs/cuda { cudaMajorMinorVersion = "13.0"; }).members
+#   cuda = callPackage ./pkgs/cuda { cudaMajorMinorVersion = "13.0"; }
+#   cuda.members finalSet   # every redistributable, built against finalSet
+#   cuda.listed             # the names with an output list for this platform
 #
-# is a function of the final set (members depend on members of the same set
-# only), so it can be the whole set (lib.fix) or an extension of nixpkgs' own
-# CUDA scope (overlays/cuda-packages.nix).
+# `members` is a function of the final set (members depend on members of the
+# same set only), so it can be the whole set (lib.fix) or an extension of
+# nixpkgs' own CUDA scope (overlays/cuda-packages.nix).
 {
   lib,
   stdenv,
@@ -14,26 +17,12 @@
   cudaMajorMinorVersion,
 }:
 let
-  releases = {
-    "12.9" = {
-      cuda = "12.9.1";
-      cudnn = "9.27.0";
-    };
-    "13.0" = {
-      cuda = "13.0.2";
-      cudnn = "9.27.0";
-    };
-  };
+  inherit (nixcuda.lib.cuda) releases;
   release =
     releases.${cudaMajorMinorVersion}
       or (throw "nixcuda: no CUDA package set for ${cudaMajorMinorVersion}; there are ${builtins.concatStringsSep ", " (builtins.attrNames releases)}");
-  cudaMajor = builtins.head (builtins.split "\\." cudaMajorMinorVersion);
+  cudaMajor = lib.versions.major cudaMajorMinorVersion;
   readJSON = path: builtins.fromJSON (builtins.readFile path);
-
-  cudaManifest = readJSON (./manifests + "/redistrib_${release.cuda}.json");
-  cudaOutputs = readJSON (./outputs + "/${release.cuda}.json");
-  cudnnManifest = readJSON (./manifests + "/redistrib_${release.cudnn}.json");
-  cudnnOutputs = readJSON (./outputs + "/cudnn-${release.cudnn}-cuda${cudaMajor}.json");
 
   flags = nixcuda.flagsFor cudaMajorMinorVersion;
   # Nix system -> NVIDIA platform. Jetson builds (aarch64 with Jetson
@@ -47,67 +36,83 @@ let
 
   licenses = nixcuda.lib.cuda.licenses;
 
-  packagesOf =
+  products = [
     {
-      manifest,
-      outputs,
-      baseUrl,
-      variant ? null,
-      license,
-    }:
-    self:
+      manifest = readJSON (./manifests + "/redistrib_${release.cuda}.json");
+      outputs = readJSON (./outputs + "/${release.cuda}.json");
+      baseUrl = "https://developer.download.nvidia.com/compute/cuda/redist";
+      variant = null;
+      license = licenses.cuda;
+    }
+    {
+      manifest = readJSON (./manifests + "/redistrib_${release.cudnn}.json");
+      outputs = readJSON (./outputs + "/cudnn-${release.cudnn}-cuda${cudaMajor}.json");
+      baseUrl = "https://developer.download.nvidia.com/compute/cudnn/redist";
+      variant = "cuda${cudaMajor}";
+      license = licenses.cudnn;
+    }
+  ];
+
+  entriesOf = product: lib.filterAttrs (_: e: builtins.isAttrs e && e ? version) product.manifest;
+  archiveOf =
+    product: entry: platform:
     let
-      fixups = import ./fixups.nix self;
-      entries = lib.filterAttrs (_: e: builtins.isAttrs e && e ? version) manifest;
-      archiveOf =
-        entry: platform:
-        let
-          a = entry.${platform} or null;
-        in
-        if a == null || variant == null then a else a.${variant} or null;
+      a = entry.${platform} or null;
+    in
+    if a == null || product.variant == null then a else a.${product.variant} or null;
+  outputListOf = product: name: product.outputs.packages.${name}.${redistSystem} or null;
+
+  packagesOf =
+    product: set:
+    let
+      fixups = import ./fixups.nix {
+        inherit lib;
+        cudaPackages = set;
+      };
     in
     builtins.mapAttrs (
       name: entry:
       let
-        archive = archiveOf entry redistSystem;
-        inspected = outputs.packages.${name}.${redistSystem} or null;
-        fixup = fixups.${name} or { };
+        inspected = outputListOf product name;
+        plain = callPackage ./redist.nix {
+          inherit cudaMajorMinorVersion name;
+          inherit (product) baseUrl license;
+          inherit (entry) version;
+          description = entry.name or name;
+          archive = archiveOf product entry redistSystem;
+          outputs = if inspected == null then null else inspected.outputs;
+          strict = inspected != null && lib.hasPrefix "tarball" inspected.inspected;
+          # The Nix systems whose NVIDIA platform (as chosen above) has an archive.
+          platforms = builtins.filter (s: archiveOf product entry redistSystems.${s} != null) (
+            builtins.attrNames redistSystems
+          );
+          # nixpkgs' marker hook, where the set has it (extending nixpkgs' scope).
+          markForCudatoolkitRootHook = set.markForCudatoolkitRootHook or null;
+        };
       in
-      callPackage ./redist.nix {
-        inherit cudaMajorMinorVersion name baseUrl license;
-        inherit (entry) version;
-        description = entry.name or name;
-        inherit archive;
-        outputs = if inspected == null then null else inspected.outputs;
-        strict = inspected != null && lib.hasPrefix "tarball" inspected.inspected;
-        # The Nix systems whose NVIDIA platform (as chosen above) has an archive.
-        platforms = builtins.filter (s: archiveOf entry redistSystems.${s} != null) (builtins.attrNames redistSystems);
-        deps = fixup.deps or [ ];
-        allowFHSReferences = fixup.allowFHSReferences or false;
-      }
-    ) entries;
-
-  members =
-    self:
-    packagesOf {
-      manifest = cudaManifest;
-      outputs = cudaOutputs;
-      baseUrl = "https://developer.download.nvidia.com/compute/cuda/redist";
-      license = licenses.cuda;
-    } self
-    // packagesOf {
-      manifest = cudnnManifest;
-      outputs = cudnnOutputs;
-      baseUrl = "https://developer.download.nvidia.com/compute/cudnn/redist";
-      variant = "cuda${cudaMajor}";
-      license = licenses.cudnn;
-    } self
-    // {
-      inherit cudaMajorMinorVersion flags redistSystem;
-      cudaVersion = release.cuda;
-      cudnnVersion = release.cudnn;
-    };
+      if fixups ? ${name} then plain.overrideAttrs fixups.${name} else plain
+    ) (entriesOf product);
 in
 {
-  inherit members;
+  # Every redistributable of the release, as a function of the final set.
+  members = set: builtins.foldl' (acc: product: acc // packagesOf product set) { } products;
+
+  # The redistributables that have an output list for this platform: the only
+  # ones that may replace a member of nixpkgs' scope. Computed without the
+  # set, as a scope extension's names must be.
+  listed = builtins.concatMap (
+    product:
+    builtins.filter (name: outputListOf product name != null) (builtins.attrNames (entriesOf product))
+  ) products;
+
+  # What the set says of itself, beside nixpkgs' own attributes.
+  about = {
+    cudaMajorMinorPatchVersion = release.cuda;
+    cudnnVersion = release.cudnn;
+    inherit redistSystem;
+  };
+
+  # One record for every derived target field: this project's names and
+  # nixpkgs' (formatCapabilities), from the same capabilities.
+  flags = nixcuda.lib.cuda.scopeFlags flags;
 }

@@ -1,7 +1,11 @@
 # One NVIDIA redistributable: the archive the manifest names, unpacked and
 # split into the outputs its output list declares (hooks/split-redist-outputs.sh),
 # with runpaths to its dependencies (autoPatchelf) and to the GPU driver
-# (hooks/auto-add-opengl-runpath-hook.sh).
+# (hooks/auto-add-opengl-runpath-hook.sh). Named as nixpkgs' CUDA packages are
+# (pkgs/development/cuda-modules/buildRedist: pname is the package, the store
+# name carries the CUDA release), and marked for CUDAToolkit_ROOT by nixpkgs'
+# markForCudatoolkitRootHook where the set extends nixpkgs' scope, so nixpkgs'
+# setup-cuda-hook finds it as it finds its own members.
 {
   lib,
   stdenv,
@@ -10,6 +14,7 @@
   autoAddOpenGLRunpathHook,
   splitRedistOutputsHook,
   zlib,
+  markForCudatoolkitRootHook ? null,
   cudaMajorMinorVersion,
   name,
   version,
@@ -20,14 +25,16 @@
   platforms, # the Nix systems the manifest has an archive for
   license,
   description,
-  deps ? [ ],
-  allowFHSReferences ? false,
 }:
-stdenv.mkDerivation {
+let
+  has = output: outputs != null && builtins.elem output outputs;
+in
+stdenv.mkDerivation (finalAttrs: {
+  pname = name;
+  inherit version;
   # The store name says which CUDA release a piece belongs to:
   # cuda13.0-libcublas-13.1.0.3-lib.
-  pname = "cuda${cudaMajorMinorVersion}-${name}";
-  inherit version;
+  name = "cuda${cudaMajorMinorVersion}-${name}-${version}";
 
   src =
     if archive != null then
@@ -45,12 +52,13 @@ stdenv.mkDerivation {
     autoPatchelfHook
     autoAddOpenGLRunpathHook
     splitRedistOutputsHook
-  ];
-  buildInputs = [
-    stdenv.cc.cc.lib
-    zlib
   ]
-  ++ map (d: d.lib or d) deps;
+  ++ lib.optional (markForCudatoolkitRootHook != null) markForCudatoolkitRootHook;
+  buildInputs = [
+    (lib.getLib stdenv.cc.cc)
+    zlib
+  ];
+  strictDeps = true;
 
   dontConfigure = true;
   dontBuild = true;
@@ -65,7 +73,13 @@ stdenv.mkDerivation {
   # propagates dev. stdenv's own propagation would add static and stubs.
   propagatedBuildOutputs = [ ];
   splitRedistStrict = strict;
-  inherit allowFHSReferences;
+  allowFHSReferences = false;
+  # The split runs before stdenv's multiple-outputs moves (preFixup): these
+  # keep the manual pages and info where the split put them.
+  ${if has "doc" then "outputMan" else null} = "doc";
+  ${if has "doc" then "outputInfo" else null} = "doc";
+  ${if has "doc" then "outputDevman" else null} = "doc";
+  ${if has "doc" then "outputDevdoc" else null} = "doc";
 
   # The driver comes from the machine, through the runpath the hook adds.
   autoPatchelfIgnoreMissingDeps = [
@@ -77,11 +91,15 @@ stdenv.mkDerivation {
     redistName = name;
     inherit cudaMajorMinorVersion archive;
     redistOutputs = outputs;
-  };
+  }
+  # nixpkgs reads headers with `lib.getOutput "include"` (cuda_nvcc's
+  # nvcc.profile for cuda_cccl, cuda_cudart for the compiler's headers):
+  # here they are in dev.
+  // lib.optionalAttrs (has "dev") { include = finalAttrs.finalPackage.dev; };
 
   meta = {
     inherit description license platforms;
     broken = archive != null && outputs == null;
     sourceProvenance = [ lib.sourceTypes.binaryNativeCode ];
   };
-}
+})

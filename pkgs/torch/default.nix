@@ -1,39 +1,59 @@
 # PyTorch on nixcuda's split CUDA redistributables.
 #
-# nixpkgs' torch, overridden so that:
-# - every CUDA library comes from `cudaPackages` (nixcuda's split set): `lib`
-#   outputs at run time, `dev` and `static` only at build time;
-# - magma is linked statically (magma-cuda-static), or left out with
-#   `withMagma = false`; no magma shared library is in the closure;
+# nixpkgs' torch (pkgs/development/python-modules/torch/source), overridden so
+# that, when built with CUDA:
+# - every CUDA library comes from `cudaPackages`, by default the set named in
+#   pkgs/cuda/releases.json (`torch`): the newest CUDA whose major nixpkgs'
+#   PyTorch accepts. A set nixpkgs' PyTorch refuses (CUDA 13 at the pinned
+#   revision: its brokenConditions) is an evaluation error saying so, never a
+#   package forced to `broken = false`;
+# - magma is linked statically (magma-cuda-static, built with the same CUDA
+#   set), or left out with `withMagma = false`;
+# - triton is nixpkgs' triton-cuda, built with the same CUDA set;
 # - TORCH_CUDA_ARCH_LIST comes from the standardized options (lib/cuda), with
 #   +PTX for the highest capability when cudaForwardCompat is on, limited to
 #   what this PyTorch release builds for (capabilities.json), and an
 #   evaluation error when nothing is left;
 # - the C++/CUDA extension builder accepts every capability, not only the
 #   ones in its built-in list (see cppExtensionPatch);
-# - Nix refuses the build if the monolithic toolkit, magma's shared library,
-#   the CUDA compiler or a compiler wrapper is in any output's closure;
 # - every library PyTorch loads at run time, dlopen'd ones included, is in
-#   its runpath, and the driver's directory too (autoAddOpenGLRunpathHook).
+#   its runpath, and the driver's directory too (autoAddOpenGLRunpathHook);
+# - the runtime outputs' closure is checked against ci/closure-budgets.toml
+#   (passthru.tests.closure): the forbidden names and the reasoned exceptions
+#   live there only.
+#
+# Every other argument (cudaSupport, rocmSupport, _tritonEffective, ...) goes
+# to nixpkgs' torch, so nixpkgs' torchWithCuda and torchWithoutCuda
+# (`torch.override { cudaSupport = ...; }`) keep working. Without CUDA this is
+# nixpkgs' torch unchanged.
 {
   lib,
+  config,
   torch,
   cudaPackages,
   nixcuda,
-  stdenv,
-  magma,
   magma-cuda-static,
+  triton-cuda,
   autoAddOpenGLRunpathHook,
   closure-audit,
   closureInfo,
   runCommand,
   python,
+  cudaSupport ? config.cudaSupport,
   withMagma ? true,
-}:
+  ...
+}@args:
 let
+  # Arguments that are this file's own; the rest are nixpkgs' torch's.
+  own = builtins.attrNames (builtins.functionArgs (import ./default.nix));
+  passedOn = builtins.removeAttrs args (builtins.filter (n: n != "cudaSupport") own);
+
   cudaVersion = cudaPackages.cudaMajorMinorVersion;
-  table = builtins.fromJSON (builtins.readFile ./capabilities.json);
-  releases = builtins.filter (v: builtins.match "[0-9]+\\.[0-9]+" v != null) (builtins.attrNames table);
+  budgets = ../../ci/closure-budgets.toml;
+  closurePolicy = (builtins.fromTOML (builtins.readFile budgets)).targets.torch;
+
+  table = builtins.removeAttrs (builtins.fromJSON (builtins.readFile ./capabilities.json)) [ "_comment" ];
+  releases = builtins.attrNames table;
   torchRelease = lib.versions.majorMinor torch.version;
   # This release's list, or that of the newest listed release older than it.
   supported =
@@ -44,7 +64,7 @@ let
     if older == [ ] then
       throw "nixcuda: no CUDA capability list for PyTorch ${torchRelease} (pkgs/torch/capabilities.json)"
     else
-      table.${newest};
+      table.${newest}.capabilities;
 
   requested = cudaPackages.flags.capabilities;
   capabilities = builtins.filter (c: builtins.elem c supported) requested;
@@ -53,18 +73,18 @@ let
     lib.warnIf (dropped != [ ] && capabilities != [ ])
       "nixcuda: PyTorch ${torch.version} cannot build for ${builtins.concatStringsSep ", " dropped}; building for ${builtins.concatStringsSep ", " capabilities}"
       (
-    if capabilities == [ ] then
-      throw (
-        "nixcuda: PyTorch ${torch.version} builds for none of the requested CUDA capabilities ("
-        + builtins.concatStringsSep ", " requested
-        + "); it builds for "
-        + builtins.concatStringsSep ", " supported
-      )
-    else
-      nixcuda.lib.cuda.flags {
-        inherit capabilities cudaVersion;
-        forwardCompat = nixcuda.cudaForwardCompat;
-      }
+        if capabilities == [ ] then
+          throw (
+            "nixcuda: PyTorch ${torch.version} builds for none of the requested CUDA capabilities ("
+            + builtins.concatStringsSep ", " requested
+            + "); it builds for "
+            + builtins.concatStringsSep ", " supported
+          )
+        else
+          nixcuda.lib.cuda.flags {
+            inherit capabilities cudaVersion;
+            forwardCompat = nixcuda.cudaForwardCompat;
+          }
       );
 
   # Loaded with dlopen by PyTorch or by the libraries it links (NVRTC loads
@@ -86,16 +106,6 @@ let
     ]
   );
 
-  # What the runtime closure must never hold.
-  disallowed =
-    builtins.filter (p: p != null) [
-      (cudaPackages.cudatoolkit or null)
-      (cudaPackages.cuda_nvcc or null)
-      stdenv.cc
-      (cudaPackages.backendStdenv.cc or null)
-    ]
-    ++ [ (lib.getLib magma) ];
-
   # PyTorch's extension builder refuses any TORCH_CUDA_ARCH_LIST entry outside
   # its built-in list (torch/utils/cpp_extension.py, _get_cuda_arch_flags), so
   # it cannot build for 10.0f, or for a GPU newer than the release. Every
@@ -107,79 +117,102 @@ let
     to = ''if re.fullmatch(r"[0-9]+\.[0-9]+[af]?(\+PTX)?", arch) is None:'';
   };
 
-  isMagma = d: lib.hasPrefix "magma" (d.pname or d.name or "");
-  isNvcc = d: d == (cudaPackages.cuda_nvcc or null);
+  isMagma = d: (d.pname or "") == "magma";
 
-  overridden =
-    (torch.override (
-      {
-        cudaSupport = true;
-        inherit cudaPackages;
-        autoAddDriverRunpath = autoAddOpenGLRunpathHook;
-      }
-      // lib.optionalAttrs withMagma { effectiveMagma = magma-cuda-static; }
-    )).overridePythonAttrs
-      (old: {
-        # nvcc runs at build time (nativeBuildInputs); as a build input its
-        # path would be propagated to consumers and end up in the closure.
-        # CUDA 13 keeps the crt headers PyTorch includes in cuda_crt.
-        buildInputs =
-          builtins.filter (d: !(isNvcc d) && (withMagma || !(isMagma d))) (old.buildInputs or [ ])
-          ++ builtins.filter (p: p != null) [ (cudaPackages.cuda_crt or null) ];
+  # nixpkgs' torch with its own arguments, the CUDA ones pointing at this set.
+  base = torch.override (
+    passedOn
+    // {
+      inherit cudaSupport;
+    }
+    // lib.optionalAttrs cudaSupport {
+      inherit cudaPackages;
+      autoAddDriverRunpath = autoAddOpenGLRunpathHook;
+      effectiveMagma = args.effectiveMagma or (magma-cuda-static.override { inherit cudaPackages; });
+      _tritonEffective = args._tritonEffective or (triton-cuda.override { inherit cudaPackages; });
+    }
+  );
 
-        preConfigure = (old.preConfigure or "") + ''
-          export TORCH_CUDA_ARCH_LIST="${archFlags.torchCudaArchList}"
-        '';
+  refusals = builtins.attrNames (base.brokenConditions or { });
+  refused = throw (
+    "nixcuda: nixpkgs' PyTorch ${torch.version} refuses CUDA ${cudaVersion} ("
+    + builtins.concatStringsSep "; " refusals
+    + "). Its brokenConditions accept the CUDA majors it was written for; nixcuda builds PyTorch with "
+    + "cudaPackages_${builtins.replaceStrings [ "." ] [ "_" ] nixcuda.lib.cuda.torchCudaVersion} and never sets meta.broken = false. "
+    + "Use CUDA ${cudaVersion} for PyTorch with a nixpkgs whose PyTorch accepts it."
+  );
 
-        postPatch = (old.postPatch or "") + ''
-          substituteInPlace ${cppExtensionPatch.file} \
-            --replace-fail '${cppExtensionPatch.from}' '${cppExtensionPatch.to}'
-        '';
+  overridden = base.overridePythonAttrs (old: {
+    buildInputs = builtins.filter (d: withMagma || !(isMagma d)) (old.buildInputs or [ ]);
 
-        extraRunpaths = lib.unique ((old.extraRunpaths or [ ]) ++ map (p: "${lib.getLib p}/lib") dlopened);
+    # The capabilities are checked first: nixpkgs' own list is narrower and
+    # would otherwise fail with a less helpful message.
+    preConfigure = builtins.seq archFlags (
+      (old.preConfigure or "")
+      + ''
+        export TORCH_CUDA_ARCH_LIST="${archFlags.torchCudaArchList}"
+      ''
+    );
 
-        disallowedRequisites = (old.disallowedRequisites or [ ]) ++ disallowed;
+    postPatch = (old.postPatch or "") + ''
+      substituteInPlace ${cppExtensionPatch.file} \
+        --replace-fail '${cppExtensionPatch.from}' '${cppExtensionPatch.to}'
+    '';
 
-        passthru = (old.passthru or { }) // {
-          inherit withMagma cppExtensionPatch;
-          cudaArchList = archFlags.torchCudaArchList;
-          cudaCapabilities = capabilities;
-          droppedCudaCapabilities = dropped;
-          tests = (old.passthru.tests or { }) // {
-            # closure-audit's gate on the runtime closure (ci/closure-budgets.toml).
-            closure = runCommand "torch-closure-gate" {
-              nativeBuildInputs = [ closure-audit ];
-              closure = closureInfo { rootPaths = [ overridden ]; };
-              budgets = ../../ci/closure-budgets.toml;
-            } ''
-              mkdir -p $out
-              closure-audit gate --budgets $budgets --path-info torch=$closure/registration \
-                --markdown $out/summary.md --json > $out/report.json
-            '';
-            # The GPU code PyTorch's own libraries carry: built for exactly the
-            # requested capabilities, nothing missing, no -arch=native fallback.
-            archs = runCommand "torch-gpu-archs" {
-              nativeBuildInputs = [ closure-audit ];
-              torch = overridden;
-              capabilities = builtins.concatStringsSep "," archFlags.capabilities;
-              forwardCompat = if archFlags.forwardCompat then "--forward-compat" else "--no-forward-compat";
-            } ''
-              mkdir -p $out
-              status=0
-              closure-audit archs $torch --capabilities $capabilities $forwardCompat --json > $out/report.json || status=$?
-              closure-audit archs $torch --capabilities $capabilities $forwardCompat | tee $out/report.txt || true
-              exit $status
-            '';
+    extraRunpaths = lib.unique ((old.extraRunpaths or [ ]) ++ map (p: "${lib.getLib p}/lib") dlopened);
+
+    passthru = (old.passthru or { }) // {
+      inherit withMagma cppExtensionPatch closurePolicy;
+      cudaArchList = archFlags.torchCudaArchList;
+      cudaCapabilities = capabilities;
+      droppedCudaCapabilities = dropped;
+      tests = (old.passthru.tests or { }) // {
+        # closure-audit's gate on the closure of the runtime outputs (out and
+        # lib; dev and cxxdev hold the compiler by design), with the forbidden
+        # names and exceptions of ci/closure-budgets.toml.
+        closure = runCommand "torch-closure-gate" {
+          nativeBuildInputs = [ closure-audit ];
+          closure = closureInfo {
+            rootPaths = [
+              overridden.out
+              overridden.lib
+            ];
           };
-          # Runs on a machine with a GPU: a builder with the "cuda" system feature.
-          gpuCheck = runCommand "torch-gpu-check" {
-            nativeBuildInputs = [ (python.withPackages (_: [ overridden ])) ];
-            requiredSystemFeatures = [ "cuda" ];
-            pythonPath = "${closure-audit}/${python.sitePackages}";
-          } ''
-            PYTHONPATH=$pythonPath python ${./gpu-check.py} | tee $out
-          '';
-        };
-      });
+          inherit budgets;
+        } ''
+          mkdir -p $out
+          closure-audit gate --budgets $budgets --path-info torch=$closure/registration \
+            --markdown $out/summary.md --json > $out/report.json
+        '';
+        # The GPU code PyTorch's own libraries carry: built for exactly the
+        # requested capabilities, nothing missing, no -arch=native fallback.
+        archs = runCommand "torch-gpu-archs" {
+          nativeBuildInputs = [ closure-audit ];
+          torch = overridden;
+          capabilities = builtins.concatStringsSep "," archFlags.capabilities;
+          forwardCompat = if archFlags.forwardCompat then "--forward-compat" else "--no-forward-compat";
+        } ''
+          mkdir -p $out
+          status=0
+          closure-audit archs $torch --capabilities $capabilities $forwardCompat --json > $out/report.json || status=$?
+          closure-audit archs $torch --capabilities $capabilities $forwardCompat | tee $out/report.txt || true
+          exit $status
+        '';
+      };
+      # Runs on a machine with a GPU: a builder with the "cuda" system feature.
+      gpuCheck = runCommand "torch-gpu-check" {
+        nativeBuildInputs = [ (python.withPackages (_: [ overridden ])) ];
+        requiredSystemFeatures = [ "cuda" ];
+        pythonPath = "${closure-audit}/${python.sitePackages}";
+      } ''
+        PYTHONPATH=$pythonPath python ${./gpu-check.py} | tee $out
+      '';
+    };
+  });
 in
-overridden
+if !cudaSupport then
+  base
+else if refusals != [ ] then
+  refused
+else
+  overridden

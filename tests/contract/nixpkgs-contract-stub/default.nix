@@ -1,57 +1,112 @@
 # CONTRACT STUB, not nixpkgs.
 #
 # nixpkgs cannot be fetched where nixcuda's tests run, so the overlay and the
-# flake are evaluated against this stand-in for exactly the part of nixpkgs
-# they use: `import <stub> { system; config; overlays; }` as for nixpkgs, the
-# same attribute names and argument shapes as nixpkgs at the revision pinned
-# in flake.lock. Functions that make derivations return records, never build
+# flake are evaluated against this stand-in for the part of nixpkgs they use:
+# `import <stub> { system; config; overlays; }` as for nixpkgs, the same
+# attribute names, argument shapes and behaviours as nixpkgs at the revision
+# pinned in flake.lock (the nixpkgs files each part follows are named where it
+# is defined). Functions that make derivations return records and never build
 # anything: a record has the derivation-like attributes (name, outputs,
-# outPath, passthru, meta) and `stubKind` and `stubArgs`, the arguments it was
-# given, which the contract tests inspect. Every package set member is a
-# record of the same kind. An attribute missing here means the overlay asked
-# nixpkgs for something outside the contract; evaluation fails and names it.
+# drvPath, outPath, passthru, meta, override, overrideAttrs) and `stubKind`
+# and `stubArgs`, the arguments it was given, which the contract tests
+# inspect. As in nixpkgs:
+#
+# - a record's drvPath and outPaths exist only when check-meta accepts it
+#   (broken, unfree without allowUnfree or allowUnfreePredicate, unsupported
+#   platform), and computing them forces every derivation among its
+#   arguments: evaluating a package fails when any input fails;
+# - name, meta and passthru can be read without that check.
+#
+# An attribute missing here means the overlay asked nixpkgs for something
+# outside the contract; evaluation fails and names it.
 {
   system ? builtins.currentSystem,
   config ? { },
   overlays ? [ ],
+  # nixpkgs' default CUDA set; which one it is at the pinned revision is not
+  # part of the contract, so tests try more than one.
+  defaultCudaVersion ? "12.9",
   ...
 }:
 let
-  lib = import ./lib.nix;
+  lib = import ./select-lib.nix;
 
-  # nixpkgs' config defaults for the options nixcuda reads (pkgs/top-level/config.nix).
+  # pkgs/top-level/config.nix: the defaults of the options read here.
   fullConfig = {
     allowUnfree = false;
+    allowBroken = false;
+    allowUnsupportedSystem = false;
+    allowAliases = true;
     cudaSupport = false;
+    rocmSupport = false;
     cudaCapabilities = [ ];
     cudaForwardCompat = true;
   }
   // config;
 
-  fakeHash = s: builtins.substring 0 32 (builtins.hashString "sha256" s);
+  checkMeta = import ./check-meta.nix { config = fullConfig; inherit system; };
+  stubHash = s: builtins.substring 0 32 (builtins.hashString "sha256" s);
 
-  # A derivation record. `extra` holds attributes that are not arguments.
-  record =
-    kind: args: extra:
+  # What reaches the builder: every argument but passthru, meta and functions.
+  # Serialising it forces the outPath of each derivation among them.
+  drvInputs =
+    args:
     let
+      keep = builtins.removeAttrs args [
+        "passthru"
+        "meta"
+      ];
+    in
+    lib.filterAttrs (_: v: !(lib.isFunction v)) keep;
+
+  # A derivation record: `attrsFn` gives its attributes from the final ones
+  # (pkgs/stdenv/generic/make-derivation.nix: finalAttrs, finalPackage
+  # included; overrideAttrs takes `prevAttrs: ...` or `finalAttrs:
+  # prevAttrs: ...`). `extra` holds attributes that are not arguments.
+  recordWith =
+    kind: attrsFn: extra:
+    let
+      args = lib.fix (final: attrsFn (final // { finalPackage = all; }));
       name = args.name or "${args.pname}-${args.version}";
       outputs = args.outputs or [ "out" ];
-      hash = fakeHash "${kind}:${name}:${builtins.toJSON (builtins.attrNames args)}";
+      validity = checkMeta {
+        inherit name;
+        attrs = args;
+      };
+      meta = {
+        outputsToInstall = [ (builtins.head outputs) ];
+      }
+      // args.meta or { }
+      // {
+        available = validity.valid;
+      };
+      checked = x: if validity.valid then x else throw validity.message;
+      drvPath = checked "/nix/store/${stubHash "${kind}:${name}:${builtins.toJSON (drvInputs args)}"}-${name}.drv";
+      outPathOf =
+        o: "${builtins.substring 0 (builtins.stringLength drvPath - 4) drvPath}${if o == "out" then "" else "-${o}"}";
       base = {
         type = "derivation";
-        inherit name outputs system;
+        inherit
+          name
+          outputs
+          system
+          meta
+          drvPath
+          ;
         stubKind = kind;
         stubArgs = args;
-        meta = args.meta or { };
-        drvPath = "/nix/store/${hash}-${name}.drv";
-        outPath = "/nix/store/${hash}-${name}";
+        outPath = outPathOf (builtins.head outputs);
         outputName = builtins.head outputs;
         overrideAttrs =
           f:
-          let
-            next = if builtins.isFunction (f args) then f args args else f args;
-          in
-          record kind (args // next) extra;
+          recordWith kind (
+            final:
+            let
+              prev = attrsFn final;
+              step = f prev;
+            in
+            prev // (if builtins.isFunction step then f final prev else step)
+          ) extra;
       }
       // builtins.intersectAttrs {
         pname = null;
@@ -59,85 +114,47 @@ let
       } args
       // (args.passthru or { })
       // extra;
-      withOutputs = base // builtins.listToAttrs (map (o: { name = o; value = outputFor o; }) outputs);
+      all = base // builtins.listToAttrs (map (o: lib.nameValuePair o (outputFor o)) outputs);
       outputFor =
         o:
-        withOutputs
+        all
         // {
           outputName = o;
-          outPath = if o == "out" then base.outPath else "${base.outPath}-${o}";
+          outPath = outPathOf o;
+          outputSpecified = true;
         };
     in
-    withOutputs;
+    all;
+  record = kind: args: recordWith kind (_: args);
 
-  # stdenv.mkDerivation accepts attributes or a function of the final attributes.
+  # pkgs/stdenv/generic/make-derivation.nix: attributes, or a function of the
+  # final attributes.
   mkDerivationWith =
-    kind: argsOrFun:
-    if builtins.isFunction argsOrFun then
-      let
-        final = lib.fix (self: argsOrFun (self // { finalPackage = record kind self { }; }));
-      in
-      record kind final { }
-    else
-      record kind argsOrFun { };
+    kind: argsOrFun: recordWith kind (if builtins.isFunction argsOrFun then argsOrFun else _: argsOrFun) { };
 
-  # callPackage: fills a function's arguments from the package set, and makes
-  # the result overridable with `.override`, as nixpkgs does.
-  callPackageWith =
-    scope: fn: args:
-    let
-      f = if builtins.isFunction fn then fn else import fn;
-      auto = builtins.intersectAttrs (builtins.functionArgs f) scope;
-      call = overrides: (f (auto // args // overrides)) // { override = more: call (overrides // more); };
-    in
-    call { };
-
-  tool = name: record "tool" { inherit name; meta.mainProgram = name; } { };
-
-  pythonPackages =
-    pkgs: self:
-    let
-      buildPython =
-        kind: args:
-        record kind args {
-          overridePythonAttrs =
-            f: buildPython kind (args // (if builtins.isFunction f then f args else f));
-        };
-    in
-    {
-      buildPythonApplication = buildPython "buildPythonApplication";
-      buildPythonPackage = buildPython "buildPythonPackage";
-      setuptools = tool "setuptools";
-      pyelftools = tool "pyelftools";
-      networkx = tool "networkx";
-      rich = tool "rich";
-      pytestCheckHook = tool "pytestCheckHook";
-      hypothesis = tool "hypothesis";
-      jsonschema = tool "jsonschema";
-      python = tool "python3" // {
-        sitePackages = "lib/python3.13/site-packages";
-        withPackages = f: record "python-env" {
-          name = "python3-env";
-          packages = f self;
-        } { };
-      };
-      callPackage = callPackageWith (pkgs // self);
-      torch = self.callPackage ./torch.nix { };
-    };
+  tool = name: record "tool" {
+    inherit name;
+    meta.mainProgram = name;
+  } { };
 
   stdenv = {
     mkDerivation = mkDerivationWith "mkDerivation";
     hostPlatform = {
       inherit system;
       isLinux = true;
+      isDarwin = false;
       isx86_64 = system == "x86_64-linux";
       isAarch64 = system == "aarch64-linux";
     };
     cc = record "cc-wrapper" {
-      name = "gcc-wrapper";
+      name = "gcc-wrapper-14.3.0";
+      passthru.targetPrefix = "";
       passthru.cc = record "gcc" {
-        name = "gcc";
-        outputs = [ "out" "lib" ];
+        name = "gcc-14.3.0";
+        outputs = [
+          "out"
+          "lib"
+        ];
       } { };
     } { };
   };
@@ -146,40 +163,68 @@ let
     inherit lib system;
     config = fullConfig;
     inherit stdenv;
-    callPackage = callPackageWith self;
+    # pkgs/top-level/stage.nix: the packages of the stage a build's outputs
+    # run on; targetPackages.stdenv.cc is the C++ compiler torch's inductor records.
+    targetPackages = self;
+    callPackage = lib.callPackageWith self;
+    newScope = extra: lib.callPackageWith (self // extra);
     runCommand =
       name: env: buildCommand:
       record "runCommand" (env // { inherit name buildCommand; }) { };
+    symlinkJoin = args: record "symlinkJoin" (args // { name = args.name or "${args.pname}-${args.version}"; }) { };
     mkShell = args: record "mkShell" (args // { name = args.name or "nix-shell"; }) { };
     makeSetupHook = attrs: script: record "makeSetupHook" (attrs // { inherit script; }) { };
     fetchurl = args: record "fetchurl" (args // { name = args.name or (baseNameOf args.url); }) { };
     autoPatchelfHook = tool "autoPatchelfHook";
-    # nixpkgs' own driver-runpath hook, which nixcuda's overlay replaces.
-    autoAddDriverRunpath = record "makeSetupHook" { name = "auto-add-driver-runpath-hook"; } { };
+    # pkgs/by-name/au/autoAddDriverRunpath: nixpkgs' own driver-runpath hook.
+    autoAddDriverRunpath = self.makeSetupHook { name = "auto-add-driver-runpath-hook"; } "auto-add-driver-runpath-hook.sh";
     zlib = tool "zlib";
     nix = tool "nix";
     patchelf = tool "patchelf";
     pax-utils = tool "pax-utils";
     nixfmt-tree = tool "treefmt";
-    # Python package sets are extended through pythonPackagesExtensions, as in nixpkgs.
-    pythonPackagesExtensions = [ ];
-    python3Packages = lib.fix (builtins.foldl' (acc: ext: lib.extends ext acc) (pythonPackages self) self.pythonPackagesExtensions);
     cmake = tool "cmake";
     ninja = tool "ninja";
-    magma = record "mkDerivation" { pname = "magma"; version = "2.9.0"; outputs = [ "out" "dev" ]; } { };
-    magma-cuda-static = record "mkDerivation" { pname = "magma-cuda-static"; version = "2.9.0"; } { };
-    cudaPackages_12_9 = cudaScope "12.9";
-    cudaPackages_13_0 = cudaScope "13.0";
-    cudaPackages = self.cudaPackages_12_9;
+    openssl = tool "openssl";
+    mpi = tool "openmpi";
+    # Python package sets are extended through pythonPackagesExtensions, as in nixpkgs.
+    pythonPackagesExtensions = [ ];
+    python3Packages = lib.fix (
+      builtins.foldl' (acc: ext: lib.extends ext acc) (import ./python.nix { inherit lib record tool; pkgs = self; }) self.pythonPackagesExtensions
+    );
+    # pkgs/by-name/ma/magma/package.nix: dynamic magma with CUDA is broken.
+    magma = self.callPackage ./magma.nix { };
+    magma-cuda = self.magma.override {
+      cudaSupport = true;
+      rocmSupport = false;
+    };
+    magma-cuda-static = self.magma-cuda.override { static = true; };
+    # pkgs/top-level/cuda-packages.nix: the sets of the manifests this project
+    # also packages (NVIDIA's 12.9.1 and 13.0.2).
+    cudaPackages_12_9 = cudaScope self "12.9" "12.9.1";
+    cudaPackages_13_0 = cudaScope self "13.0" "13.0.2";
+    cudaPackages = self."cudaPackages_${builtins.replaceStrings [ "." ] [ "_" ] defaultCudaVersion}";
     cudatoolkit = self.cudaPackages.cudatoolkit;
     # nixpkgs' closureInfo: a directory with registration and store-paths.
-    closureInfo = { rootPaths }: record "closureInfo" { name = "closure-info"; inherit rootPaths; } { };
+    closureInfo =
+      { rootPaths }:
+      record "closureInfo" {
+        name = "closure-info";
+        inherit rootPaths;
+      } { };
   };
-  cudaScope = import ./cuda.nix {
-    inherit lib record;
-    config = fullConfig;
-    inherit stdenv;
-  };
+  cudaScope =
+    pkgs: version: release:
+    import ./cuda.nix {
+      inherit
+        lib
+        pkgs
+        record
+        version
+        release
+        ;
+      config = fullConfig;
+    };
 
   pkgs = lib.fix (builtins.foldl' (acc: overlay: lib.extends overlay acc) base overlays);
 in

@@ -1,8 +1,23 @@
 # CONTRACT STUB, not nixpkgs: the subset of nixpkgs' `lib` that nixcuda's
-# overlay and flake call, with the same names and argument shapes as nixpkgs
-# at the revision pinned in flake.lock. Anything else is missing on purpose:
-# an evaluation that needs more fails, naming the attribute.
+# overlay, its flake and this stub call, with the same names, argument shapes
+# and semantics as nixpkgs' lib/ at the revision pinned in flake.lock. Anything
+# else is missing on purpose: an evaluation that needs more fails, naming the
+# attribute. With NIXPKGS_LIB set (./select-lib.nix) nixpkgs' real lib/ is
+# used instead, and tests/test_contract.py checks that both agree.
 let
+  inherit (builtins)
+    attrNames
+    concatStringsSep
+    elem
+    filter
+    foldl'
+    functionArgs
+    isAttrs
+    isFunction
+    isList
+    ;
+
+  # lib/fixed-points.nix
   fix =
     f:
     let
@@ -22,40 +37,150 @@ let
       prev' = prev // fApplied;
     in
     fApplied // g final prev';
-  toList = x: if builtins.isList x then x else [ x ];
+
+  # lib/trivial.nix
+  setFunctionArgs = f: args: {
+    __functor = self: f;
+    __functionArgs = args;
+  };
+  functionArgs' = f: if f ? __functor then f.__functionArgs or (functionArgs' (f.__functor f)) else functionArgs f;
+  mirrorFunctionArgs = f: g: setFunctionArgs g (functionArgs' f);
+  isFunction' = f: isFunction f || (f ? __functor && isFunction (f.__functor f));
   warn = msg: builtins.trace "evaluation warning: ${msg}";
-  concatMapStringsSep = sep: f: list: builtins.concatStringsSep sep (map f list);
+
+  # lib/customisation.nix: `override` re-calls the function with changed
+  # arguments (and keeps working after overrideAttrs).
+  makeOverridable =
+    f:
+    let
+      mirrorArgs = mirrorFunctionArgs f;
+    in
+    mirrorArgs (
+      origArgs:
+      let
+        result = f origArgs;
+        overrideWith = newArgs: origArgs // (if isFunction' newArgs then newArgs origArgs else newArgs);
+        overrideArgs = mirrorArgs (newArgs: makeOverridable f (overrideWith newArgs));
+        overrideResult = g: makeOverridable (mirrorArgs (args: g (f args))) origArgs;
+      in
+      if isAttrs result then
+        result
+        // {
+          override = overrideArgs;
+          ${if result ? overrideAttrs then "overrideAttrs" else null} =
+            fdrv: overrideResult (x: x.overrideAttrs fdrv);
+        }
+      else
+        result
+    );
+  callPackageWith =
+    autoArgs: fn: args:
+    let
+      f = if isFunction' fn then fn else import fn;
+    in
+    makeOverridable f (builtins.intersectAttrs (functionArgs' f) autoArgs // args);
+  makeScope =
+    newScope: f:
+    let
+      self = f self // {
+        newScope = scope: newScope (self // scope);
+        callPackage = self.newScope { };
+        overrideScope = g: makeScope newScope (extends g f);
+        packages = f;
+      };
+    in
+    self;
+
+  # lib/attrsets.nix
+  getOutput =
+    output: pkg:
+    if !pkg ? outputSpecified || !pkg.outputSpecified then pkg.${output} or pkg.out or pkg else pkg;
+  getFirstOutput =
+    candidates: pkg:
+    let
+      outputs = filter (name: pkg ? ${name}) candidates;
+    in
+    if pkg.outputSpecified or false || outputs == [ ] then pkg else pkg.${builtins.head outputs};
+  nameValuePair = name: value: { inherit name value; };
+
+  # lib/lists.nix
+  unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
+  last = list: builtins.elemAt list (builtins.length list - 1);
+
+  # lib/strings.nix
+  concatMapStringsSep = sep: f: list: concatStringsSep sep (map f list);
+  splitVersion = builtins.splitVersion;
+  hasPrefix = prefix: s: builtins.substring 0 (builtins.stringLength prefix) s == prefix;
+  versionOlder = v: other: builtins.compareVersions v other < 0;
+  versionAtLeast = v: min: builtins.compareVersions v min >= 0;
+  getExe' = drv: name: "${getOutput "bin" drv}/bin/${name}";
 in
 {
-  inherit fix extends toList warn;
-  warnIf = cond: msg: if cond then builtins.trace "evaluation warning: ${msg}" else x: x;
-  composeManyExtensions = builtins.foldl' composeExtensions (final: prev: { });
-  genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
+  inherit
+    fix
+    extends
+    composeExtensions
+    warn
+    setFunctionArgs
+    mirrorFunctionArgs
+    makeOverridable
+    callPackageWith
+    makeScope
+    getOutput
+    getFirstOutput
+    nameValuePair
+    unique
+    last
+    concatMapStringsSep
+    hasPrefix
+    versionOlder
+    versionAtLeast
+    getExe'
+    ;
+  functionArgs = functionArgs';
+  isFunction = isFunction';
+  toList = x: if isList x then x else [ x ];
+  id = x: x;
+  warnIf = cond: msg: if cond then warn msg else x: x;
+  throwIf = cond: msg: if cond then throw msg else x: x;
+  composeManyExtensions = foldl' composeExtensions (final: prev: { });
+  genAttrs = names: f: builtins.listToAttrs (map (n: nameValuePair n (f n)) names);
   mapAttrs = builtins.mapAttrs;
-  filterAttrs = pred: set: builtins.removeAttrs set (builtins.filter (n: !pred n set.${n}) (builtins.attrNames set));
+  attrValues = builtins.attrValues;
+  filterAttrs = pred: set: builtins.removeAttrs set (filter (n: !pred n set.${n}) (attrNames set));
   optional = cond: x: if cond then [ x ] else [ ];
   optionals = cond: xs: if cond then xs else [ ];
   optionalString = cond: s: if cond then s else "";
   optionalAttrs = cond: set: if cond then set else { };
   concatStringsSep = builtins.concatStringsSep;
-  inherit concatMapStringsSep;
-  makeBinPath = concatMapStringsSep ":" (p: "${p}/bin");
-  makeLibraryPath = concatMapStringsSep ":" (p: "${p.lib or p}/lib");
-  getExe = drv: "${drv}/bin/${drv.meta.mainProgram}";
-  getOutput = output: drv: drv.${output} or drv;
-  getLib = drv: drv.lib or drv;
-  getDev = drv: drv.dev or drv;
-  getBin = drv: drv.bin or drv;
-  versionAtLeast = v: min: builtins.compareVersions v min >= 0;
-  versions.majorMinor =
-    v:
-    let
-      parts = builtins.filter builtins.isString (builtins.split "\\." v);
-    in
-    "${builtins.elemAt parts 0}.${builtins.elemAt parts 1}";
-  unique = builtins.foldl' (acc: x: if builtins.elem x acc then acc else acc ++ [ x ]) [ ];
-  versionOlder = v: other: builtins.compareVersions v other < 0;
-  hasPrefix = prefix: s: builtins.substring 0 (builtins.stringLength prefix) s == prefix;
+  concatMap = builtins.concatMap;
+  intersectLists = e: filter (x: elem x e);
+  subtractLists = e: filter (x: !(elem x e));
+  makeBinPath = concatMapStringsSep ":" (p: "${getOutput "bin" p}/bin");
+  makeLibraryPath = concatMapStringsSep ":" (p: "${getOutput "lib" p}/lib");
+  getExe = drv: "${getOutput "bin" drv}/bin/${drv.meta.mainProgram}";
+  getLib = getOutput "lib";
+  getDev = getOutput "dev";
+  getBin = getOutput "bin";
+  getInclude = getFirstOutput [
+    "include"
+    "dev"
+    "out"
+  ];
+  getStatic = getFirstOutput [
+    "static"
+    "lib"
+    "out"
+  ];
+  versions = {
+    major = v: builtins.elemAt (splitVersion v) 0;
+    majorMinor =
+      v:
+      let
+        parts = splitVersion v;
+      in
+      "${builtins.elemAt parts 0}.${builtins.elemAt parts 1}";
+  };
   licenses = {
     mit = {
       shortName = "MIT";
@@ -66,6 +191,12 @@ in
       shortName = "bsd3";
       spdxId = "BSD-3-Clause";
       free = true;
+    };
+    # lib/licenses.nix: what nixpkgs' CUDA redistributables carry.
+    nvidiaCudaRedist = {
+      shortName = "CUDA EULA";
+      fullName = "CUDA Toolkit End User License Agreement (EULA)";
+      free = false;
     };
     unfree = {
       shortName = "unfree";

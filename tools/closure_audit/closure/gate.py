@@ -23,7 +23,7 @@ from ..units import format_size
 from .budgets import Budget
 from .evidence import Scanner
 from .graph import Closure, load_closure, load_dump
-from .sizes import added_sizes, roots_closure_size
+from .sizes import added_sizes, dominator_tree, roots_closure_size
 from .why import Explanation, forbidden_paths
 
 @dataclass
@@ -44,6 +44,7 @@ class Result:
     largest_added: list[tuple[str, int]] = field(default_factory=list)
     explanations: list[Explanation] = field(default_factory=list)
     added: dict[str, int] = field(default_factory=dict)
+    dominators: dict[str, str | None] = field(default_factory=dict)  # the tree the added sizes come from
 
     def passed(self, findings) -> bool:
         return not any(f.severity == "error" and f.fields.get("target") == self.budget.name for f in findings)
@@ -54,13 +55,17 @@ class Result:
 def read_subjects(budgets: list[Budget], build: bool = False) -> list[Subject]:
     """Every closure and baseline the budgets name. Raises BudgetError or
     ClosureError when one cannot be read."""
-    subjects = []
-    for b in budgets:
-        if b.max_growth is not None and b.baseline is None:
-            raise BudgetError(f"target {b.name}: max-growth needs a baseline (in the budgets file or --baseline)")
-        closure = _read_closure(b, build)
-        subjects.append(Subject(b, closure, None if b.baseline is None else _baseline_size(b)))
-    return subjects
+    return [subject(b, build=build) for b in budgets]
+
+
+def subject(budget: Budget, closure: Closure | None = None, build: bool = False) -> Subject:
+    """What one budget is checked against: its closure (read here unless
+    given) and its baseline."""
+    if budget.max_growth is not None and budget.baseline is None:
+        raise BudgetError(f"target {budget.name}: max-growth needs a baseline (in the budgets file or --baseline)")
+    if closure is None:
+        closure = _read_closure(budget, build)
+    return Subject(budget, closure, None if budget.baseline is None else _baseline_size(budget))
 
 
 def _read_closure(budget: Budget, build: bool) -> Closure:
@@ -116,8 +121,9 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
     for s in subjects:
         b, closure = s.budget, s.closure
         total = roots_closure_size(closure)
-        added = added_sizes(closure)
-        r = Result(b, closure, total, s.baseline_size, added=added)
+        tree = dominator_tree(closure)
+        added = added_sizes(closure, tree)
+        r = Result(b, closure, total, s.baseline_size, added=added, dominators=tree)
         root = closure.roots[0]
         if b.max_closure_size is not None and total > b.max_closure_size:
             findings.add("closure-budget", root, f"{b.name}: closure is {format_size(total)}, over its budget of "

@@ -48,28 +48,38 @@ def closure_sizes(closure: Closure) -> dict[str, int]:
     return {n: total[members[n]] for n in g}
 
 
-def added_sizes(closure: Closure) -> dict[str, int]:
-    """Added size of every path reachable from the roots."""
-    g = nx.DiGraph(closure.graph)
-    g.add_node(_TOP)
+def dominator_tree(closure: Closure) -> dict[str, str | None]:
+    """The immediate dominator of every path reachable from the roots: the
+    last path every chain from a root to it passes through. None for the
+    roots and for paths that several roots reach on disjoint chains."""
+    g = closure.graph
+    # A node above the roots, added for the computation and taken away after
+    # it: copying a graph of 100,000 paths would cost as much as the rest.
     g.add_edges_from((_TOP, r) for r in closure.roots)
-    idom = nx.immediate_dominators(g, _TOP)
-    children: dict[str, list[str]] = {}
-    for node, dom in idom.items():
-        if node != dom:
-            children.setdefault(dom, []).append(node)
+    try:
+        idom = nx.immediate_dominators(g, _TOP)
+    finally:
+        g.remove_node(_TOP)
+    return {n: None if d == _TOP else d for n, d in idom.items() if n != _TOP}
+
+
+def added_sizes(closure: Closure, tree: dict[str, str | None] | None = None) -> dict[str, int]:
+    """Added size of every path reachable from the roots, summed over the
+    dominator tree (computed here unless given)."""
+    children: dict[str | None, list[str]] = {}
+    for node, dom in (dominator_tree(closure) if tree is None else tree).items():
+        children.setdefault(dom, []).append(node)
     added: dict[str, int] = {}
     # Post-order over the dominator tree, iteratively (closures can be deep).
-    stack = [(_TOP, False)]
+    stack: list[tuple[str | None, bool]] = [(None, False)]
     while stack:
         node, done = stack.pop()
         if done:
-            own = 0 if node == _TOP else g.nodes[node]["nar_size"]
-            added[node] = own + sum(added[c] for c in children.get(node, ()))
+            if node is not None:
+                added[node] = closure.nar_size(node) + sum(added[c] for c in children.get(node, ()))
         else:
             stack.append((node, True))
             stack.extend((c, False) for c in children.get(node, ()))
-    added.pop(_TOP)
     return added
 
 

@@ -22,6 +22,8 @@ def add_arguments(p) -> None:
     options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
     p.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
     options.add_markdown(p)
+    p.add_argument("--html", metavar="FILE", help="write the report page of every target, with its verdict "
+                   "(docs/report.md)")
     options.add_build(p)
     options.add_json(p)
 
@@ -30,11 +32,14 @@ def run(args) -> int:
     from ..closure.budgets import apply_overrides, load_budgets
     from ..closure.gate import check, read_subjects
     from ..findings.collector import Findings
+    from ..output.markdown import check_markdown_option, gate_markdown, write_summary
     from ..output.progress import progress
 
-    from ..output.markdown import check_markdown_option
-
     check_markdown_option(args.markdown, args.json)
+    if args.html is not None:
+        from ..output.html import check_writable
+
+        check_writable(args.html)  # before the work, not after it
     policy = options.load_policy(args)
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
@@ -43,9 +48,11 @@ def run(args) -> int:
     with progress() as shown:
         results = check(subjects, policy, findings, args.all_chains, progress=shown)
     found = findings.sorted()
-    from ..output.markdown import gate_markdown, write_summary
-
     write_summary(lambda: gate_markdown(results, found), args.markdown)
+    if args.html is not None:
+        from ..output import html
+
+        html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))
     if args.json:
         from ..output.json_report import emit, gate_json
 

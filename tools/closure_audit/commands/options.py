@@ -22,10 +22,14 @@ def add_markdown(p: argparse.ArgumentParser) -> None:
                    "also appended to $GITHUB_STEP_SUMMARY when that is set")
 
 
-def add_closure_inputs(p: argparse.ArgumentParser) -> None:
-    """--path-info, --build and --json: how the closure commands read a closure."""
+def add_path_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path-info", metavar="FILE",
                    help="read the closure from a saved `nix path-info --json --recursive` dump")
+
+
+def add_closure_inputs(p: argparse.ArgumentParser) -> None:
+    """--path-info, --build and --json: how the closure commands read a closure."""
+    add_path_info(p)
     add_build(p)
     add_json(p)
 

@@ -1,0 +1,55 @@
+# CONTRACT STUB, not nixpkgs: the Python package set
+# (pkgs/top-level/python-packages.nix) as far as the overlay uses it: its
+# callPackage sees the set and then the top level, buildPythonPackage's
+# overridePythonAttrs (which, as in nixpkgs, does not keep callPackage's
+# `override`), torch, triton with triton-cuda, and the aliases torchWithCuda
+# and torchWithoutCuda (`torch.override { ... cudaSupport = ...; }`).
+{
+  lib,
+  record,
+  tool,
+  pkgs,
+}:
+self:
+let
+  buildPython =
+    kind: args:
+    record kind args {
+      overridePythonAttrs = f: buildPython kind (args // (if builtins.isFunction f then f args else f));
+    };
+in
+{
+  buildPythonApplication = buildPython "buildPythonApplication";
+  buildPythonPackage = buildPython "buildPythonPackage";
+  setuptools = tool "setuptools";
+  pyelftools = tool "pyelftools";
+  networkx = tool "networkx";
+  rich = tool "rich";
+  pytestCheckHook = tool "pytestCheckHook";
+  hypothesis = tool "hypothesis";
+  jsonschema = tool "jsonschema";
+  filelock = tool "filelock";
+  python = tool "python3" // {
+    sitePackages = "lib/python3.13/site-packages";
+    withPackages =
+      f:
+      record "python-env" {
+        name = "python3-env";
+        packages = f self;
+      } { };
+  };
+  callPackage = lib.callPackageWith (pkgs // self);
+  torch = self.callPackage ./torch.nix { };
+  triton = self.callPackage ./triton.nix { };
+  triton-cuda = self.triton.override { cudaSupport = true; };
+  triton-no-cuda = self.triton.override { cudaSupport = false; };
+  # python-packages.nix as stored at 0000a5db (2024): the index holds no
+  # version from the pinned revision's months; torch 2.9.1 still takes each
+  # argument these pass.
+  torchWithCuda = self.torch.override {
+    triton = self.triton-cuda;
+    cudaSupport = true;
+    rocmSupport = false;
+  };
+  torchWithoutCuda = self.torch.override { cudaSupport = false; };
+}

@@ -1,0 +1,72 @@
+"""`closure-audit report`: a closure as one self-contained HTML page."""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+from . import options
+
+_PAGE = "a treemap of added sizes, the forbidden chains, every path's details"
+HELP = f"write one self-contained HTML page: {_PAGE}"
+
+
+def add_arguments(p) -> None:
+    p.description = (f"Write TARGET's closure as one HTML page that loads nothing (docs/report.md): {_PAGE}. "
+                     "Exit 1 when the closure has a finding of severity error.")
+    p.add_argument("targets", nargs="*", metavar="TARGET", help="store path, result link, installable or dump")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
+    options.add_path_info(p)
+    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    p.add_argument("--budgets", metavar="FILE",
+                   help="also judge the closure against a budget of this file (docs/gate.md) and show the verdict")
+    p.add_argument("--budget", metavar="NAME", help="which target's budget (needed when the file has several)")
+    options.add_build(p)
+
+
+def _budget(file: str, name: str | None):
+    from ..closure.budgets import load_budgets
+
+    budgets = {b.name: b for b in load_budgets(file)}
+    if name is None:
+        if len(budgets) != 1:
+            raise UsageError(f"{file} has budgets for {', '.join(budgets)}: pick one with --budget NAME")
+        return next(iter(budgets.values()))
+    if name not in budgets:
+        raise UsageError(f"--budget: no target named {name!r} in {file}")
+    return budgets[name]
+
+
+def run(args) -> int:
+    from ..closure.evidence import Scanner
+    from ..closure.sizes import added_sizes, dominator_tree, roots_closure_size
+    from ..closure.why import forbidden_paths
+    from ..findings.collector import Findings
+    from ..output import html
+    from ..output.text import printable
+    from ..storepath import name_part
+
+    html.check_writable(args.output)  # before the work, not after it
+    if args.budget is not None and args.budgets is None:
+        raise UsageError("--budget needs --budgets FILE")
+    policy = options.load_policy(args)
+    budget = _budget(args.budgets, args.budget) if args.budgets is not None else None
+    closure = options.read_closure(args.targets or None, args.path_info, args.build)
+    findings = Findings(policy, "nix-store")
+    if budget is not None:
+        from ..closure.gate import check, subject
+
+        results = check([subject(budget, closure)], policy, findings)
+        found = findings.sorted()
+        pictures = html.gate_pictures(results, found)
+    else:
+        tree = dominator_tree(closure)
+        added = added_sizes(closure, tree)
+        forbidden_paths(closure, policy, findings, added=added, scanner=Scanner(closure.store_dir))
+        found = findings.sorted()
+        roots = [name_part(r) for r in closure.roots]
+        name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")
+        pictures = [html.Picture(name, closure, roots_closure_size(closure), added, tree, found)]
+    html.write(args.output, html.render(pictures, f"closure-audit report: {pictures[0].name}"))
+    forbidden = sum(f.rule == "forbidden-path" for f in found)
+    print(f"closure-audit report: wrote {printable(args.output)}: {len(pictures[0].added):,} paths, "
+          f"{forbidden} forbidden")
+    return 1 if any(f.severity == "error" for f in found) else 0
