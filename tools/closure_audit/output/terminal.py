@@ -318,7 +318,8 @@ def render_archs(console, report) -> None:
                            f"{' + PTX for newer GPUs' if request.forward_compat else ''} ({request.source})",
                            style="dim"))
     if not report.deep:
-        console.print(Text("fatbin sections only; --deep also searches the rest of every file", style="dim"))
+        console.print(Text("fatbin sections, and data sections of libraries with device code; --deep also searches "
+                           "the rest of every file", style="dim"))
     for f in report.files:
         title = Text.assemble((short(f.path), "bold"),
                               (f"  {_plural(f.containers, 'container')}, {format_size(f.stored)}", "dim"))
