@@ -25,8 +25,8 @@ import json
 import subprocess
 import sys
 
-from common import (archs_listing, closure_audit_command, cuobjdump, cuobjdump_listing, measure, require,
-                    torch_tree, verdict)
+from common import (archs_listing, closure_audit_command, cuobjdump, cuobjdump_listing, measure, report, require,
+                    torch_tree)
 
 LIBRARIES = (  # path in site-packages, speed-up target
     ("torch/lib/libtorch_cuda.so", 100),
@@ -74,14 +74,7 @@ def main() -> int:
                      for c in f["codes"] if c["section"] not in (".nv_fatbin", "__nv_relfatbin"))
         print(f"{name}: --deep finds {hidden} more code objects outside the fatbin sections")
 
-    print()
-    print(f"{'command':58} {'median s':>9} {'peak MB':>8}")
-    for t in rows:
-        print(f"{t.label:58} {t.seconds:9.3f} {t.peak_mb:8.1f}")
-    print()
-    for text, ok in checks:
-        print(f"{verdict(ok)}  {text}")
-    return 0 if all(ok for _, ok in checks) else 1
+    return report(rows, checks, width=58)
 
 
 if __name__ == "__main__":

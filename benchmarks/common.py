@@ -152,3 +152,32 @@ def archs_listing(report: dict) -> Counter:
             arch = "sm_" + c["code"].split("_")[1].removesuffix("f")
             out[c["kind"], arch] += c["entries"]
     return out
+
+
+def tree_arguments(doc: str, runs: int):
+    """The arguments every benchmark on the real-wheel tree takes."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--wheels", help="directory with the torch and nvidia wheels (default: pip downloads)")
+    ap.add_argument("--tree", help="where to lay them out (default: a cache directory)")
+    ap.add_argument("--runs", type=int, default=runs)
+    return ap.parse_args()
+
+
+def elf_files(scanelf: str, tree: Path) -> list[str]:
+    """Every ELF file of the tree, as scanelf lists them."""
+    listing = subprocess.run([scanelf, "-R", "-B", "-F", "%F", str(tree)], capture_output=True, text=True)
+    return [line for line in listing.stdout.splitlines() if line]
+
+
+def report(timings: list[Timing], checks: list[tuple[str, bool]], width: int = 30) -> int:
+    """Print the timings and each target's verdict; the exit status: 1 when a target is missed."""
+    print()
+    print(f"{'command':{width}} {'median s':>9} {'peak MB':>8}")
+    for t in timings:
+        print(f"{t.label:{width}} {t.seconds:9.3f} {t.peak_mb:8.1f}")
+    print()
+    for text, ok in checks:
+        print(f"{verdict(ok)}  {text}")
+    return 0 if all(ok for _, ok in checks) else 1

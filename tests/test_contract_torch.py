@@ -245,6 +245,7 @@ def test_hydra_jobs_match_the_workflow():
     workflow = (ROOT / ".github/workflows/nixcuda.yml").read_text()
     for step in ("ci/test", "nix build .#python3Packages.torch", "gate --budgets ci/closure-budgets.toml",
                  "--baseline torch=baseline/gate.json", "--markdown gate.md", "gh pr comment",
+                 "nix eval --raw .#python3Packages.torch.outPath", "--store \"https://", "--trusted-public-keys",
                  "tests/test_nixpkgs_pin.py", "NIXPKGS="):
         assert step in workflow, step
 

@@ -64,6 +64,33 @@ def test_audit_of_the_real_tree():
     assert ("nvshmem_bootstrap_mpi.so.3", "/data/tmp/openmpi_install/lib") in by_rule["runpath-impure"]
 
 
+def test_what_the_real_tree_opens_at_run_time():
+    """Names in read-only data: the driver opened by the CUDA runtime linked
+    into NVIDIA's libraries, NVRTC by cuBLASLt, cuDNN's sub-libraries built at
+    run time; each with its class, and the string at its offset."""
+    p = run_cli("audit", "--json", TREE, timeout=600)
+    report = json.loads(p.stdout)
+    opened: dict[str, dict[str, dict]] = {}
+    for o in report["opened"]:
+        opened.setdefault(o["name"], {})[os.path.basename(o["file"])] = o
+    cuda = opened["libcuda.so.1"]
+    assert {"libcublas.so.13", "libcublasLt.so.13", "libcufft.so.12", "libnvrtc.so.13", "libnccl.so.2",
+            "libtorch_cuda.so", "libcudnn_graph.so.9"} <= set(cuda)
+    assert {o["class"] for o in cuda.values()} == {"driver"} and {o["how"] for o in cuda.values()} == {"driver"}
+    lt = opened["libnvrtc.so.13"]["libcublasLt.so.13"]
+    assert lt["class"] == "toolkit" and lt["inside"] and lt["path"].endswith("/libnvrtc.so.13")
+    with open(_one("libcublasLt.so.13"), "rb") as f:
+        f.seek(lt["offset"])
+        assert f.read(15) == b"libnvrtc.so.13\0"
+    graph = opened["libcudnn_engines_precompiled.so.9"]["libcudnn_graph.so.9"]
+    assert graph["string"] == "libcudnn_engines_precompiled.so" and graph["family"] == "cuDNN sub-libraries"
+    assert opened["libnvidia-ml.so.1"]["libtorch_cuda.so"]["class"] == "driver"
+    assert opened["libibverbs.so.1"]["libnccl.so.2"]["class"] == "optional"
+    # No toolkit library is missing from the tree, and no optional one is an error.
+    assert not [f for f in report["findings"] if f["rule"] == "unresolved-dlopen-library"]
+    assert {f["severity"] for f in report["findings"] if f["rule"] == "optional-dlopen-library"} == {"info"}
+
+
 def test_tree_of_libtorch_cuda():
     lib = _one("libtorch_cuda.so")
     p = run_cli("audit", "--json", TREE, "--tree", lib, timeout=600)

@@ -34,6 +34,8 @@ python3Packages.buildPythonApplication {
   dependencies = with python3Packages; [
     networkx
     rich
+    cryptography # narinfo signatures (--store)
+    zstandard # zstd-compressed NARs (--store)
   ];
 
   makeWrapperArgs = [

@@ -16,7 +16,7 @@ from .errors import InputError, UsageError
 
 EXIT_USAGE = 2
 # Each is a module of commands/ with HELP, add_arguments(parser) and run(args).
-COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report")
+COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -25,6 +25,8 @@ in
   pyelftools = tool "pyelftools";
   networkx = tool "networkx";
   rich = tool "rich";
+  cryptography = tool "cryptography";
+  zstandard = tool "zstandard";
   pytestCheckHook = tool "pytestCheckHook";
   hypothesis = tool "hypothesis";
   jsonschema = tool "jsonschema";

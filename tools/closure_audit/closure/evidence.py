@@ -62,6 +62,12 @@ class Evidence:
         return sorted(self.hits, key=lambda h: (KIND_RANK[h.kind], h.file, h.offset))[:limit]
 
 
+def scanner_for(closure, progress: Callable[[int], None] | None = None) -> "Scanner":
+    """The scanner that finds the evidence of `closure` (a graph.Closure);
+    `progress` follows a local scan's files."""
+    return closure.scanner() if closure.scanner is not None else Scanner(closure.store_dir, progress=progress)
+
+
 def ascii_view(data: bytes) -> str:
     """Bytes as text the way a hex dump shows them: printable ASCII as is,
     anything else as a dot."""
@@ -81,13 +87,16 @@ class Scanner:
     """Scans referrers for the hash parts of the paths they reference, with
     one worker process per CPU on big files (search.py)."""
 
-    def __init__(self, store_dir: str, workers: int | None = None,
+    # Said of a reference Nix registered but no byte of the referrer holds.
+    SILENT = "the local copy holds no reference to it"
+
+    def __init__(self, store_dir: str, workers: int | None = None, loader: Loader | None = None,
                  progress: Callable[[int], None] | None = None):
         self.store_dir = store_dir
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         self.progress = progress
         self.bytes_scanned = 0
-        self.loader = Loader(Environment(mode="nix-store", store_dir=store_dir))
+        self.loader = loader or Loader(Environment(mode="nix-store", store_dir=store_dir))
 
     def scan(self, referrer: str, targets: dict[str, str]) -> dict[str, Evidence]:
         """`targets` maps hash part -> referenced path. Returns evidence per path."""
@@ -105,7 +114,7 @@ class Scanner:
             needles = [(h.encode(), targets[h]) for h in sorted(targets)]
             for path, rel, size in self._files(referrer):
                 if size is None:
-                    self._symlink(path, rel, needles, found[referrer])
+                    self._symlink(os.fsencode(os.readlink(path)), rel, needles, found[referrer])
                 elif size:
                     jobs.append(_Job(referrer, path, rel, size, needles))
         for job, hits in zip(jobs, self._positions(jobs)):
@@ -114,12 +123,15 @@ class Scanner:
                 with open(job.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                     self._classify(job.path, job.rel, data, job.size,
                                    [(pos, job.needles[i][1]) for pos, i in sorted(hits)], found[job.referrer])
+        self._mark_silent(found)
+        return found
+
+    def _mark_silent(self, found: dict[str, dict[str, Evidence]]) -> None:
         for evidence in found.values():
             for ev in evidence.values():
                 if ev.total == 0 and ev.unavailable is None:
                     # Nix registered a reference no byte holds: a dump that disagrees with the store.
-                    ev.unavailable = "the local copy holds no reference to it"
-        return found
+                    ev.unavailable = self.SILENT
 
     @staticmethod
     def _files(referrer: str):
@@ -151,8 +163,8 @@ class Scanner:
             stack.extend(reversed(subdirs))
 
     @staticmethod
-    def _symlink(path: str, rel: str, needles, found: dict[str, Evidence]) -> None:
-        target = os.fsencode(os.readlink(path))
+    def _symlink(target: bytes, rel: str, needles, found: dict[str, Evidence]) -> None:
+        """Hits in the target of the symlink at `rel`."""
         for needle, ref in needles:
             pos = target.find(needle)
             if pos >= 0:
@@ -165,20 +177,24 @@ class Scanner:
         return [hits or [] for hits in found]
 
     def _classify(self, path: str, rel: str, data, size: int, hits, found) -> None:
+        """Say what holds each hit of one file. `data` is the file's bytes: an
+        mmap here, a sparse capture of a streamed NAR member (cache_evidence.py)."""
         elf = None
         if data[:4] == ELF_MAGIC:
             try:
                 elf = parse_elf(data, size)
             except InvalidElf:
                 elf = None
-        used = self._used_entries(path, elf) if elf is not None else set()
+        used = None  # resolved only when a hit lies in a runpath
         for pos, ref in hits:
             context = ascii_view(data[max(0, pos - CONTEXT):pos + 32 + CONTEXT])
             kind, entry = ("text", None) if elf is None else ("elf-string", None)
             if elf is not None:
                 for tag, start, length in elf.strings:
                     if start <= pos < start + length:
-                        kind, entry = self._kind(tag, data[start:start + length], pos - start, used)
+                        if used is None and tag in ("DT_RUNPATH", "DT_RPATH"):
+                            used = self._used_entries(path, elf)
+                        kind, entry = self._kind(tag, data[start:start + length], pos - start, used or set())
                         break
             found[ref].add(Hit(rel, pos, kind, context, entry))
 
@@ -200,7 +216,7 @@ class Scanner:
         under the loader model in nix-store mode."""
         if not elf.loadable or not elf.has_dynamic:
             return set()
-        real = os.path.realpath(path)
+        real = self.loader.realpath(path)
         root = self.loader.chain(real, elf, descend=False).root
         return {r.via.entry for r in root.resolutions
                 if r.how in (RPATH, RUNPATH) and r.via is not None and r.via.owner == real}

@@ -21,7 +21,7 @@ from ..findings.policy import Policy
 from ..storepath import name_part, store_dir
 from ..units import format_size
 from .budgets import Budget
-from .evidence import Scanner
+from .evidence import scanner_for
 from .graph import Closure, load_closure, load_dump
 from .sizes import added_sizes, dominator_tree, roots_closure_size
 from .why import Explanation, forbidden_paths
@@ -52,32 +52,35 @@ class Result:
 
 # -- read ------------------------------------------------------------------------
 
-def read_subjects(budgets: list[Budget], build: bool = False) -> list[Subject]:
-    """Every closure and baseline the budgets name. Raises BudgetError or
-    ClosureError when one cannot be read."""
-    return [subject(b, build=build) for b in budgets]
+def read_subjects(budgets: list[Budget], build: bool = False, store=None) -> list[Subject]:
+    """Every closure and baseline the budgets name; store paths from a binary
+    cache where `store` (a function: roots -> Closure) is given. Raises
+    BudgetError or ClosureError when one cannot be read."""
+    return [subject(b, build=build, store=store) for b in budgets]
 
 
-def subject(budget: Budget, closure: Closure | None = None, build: bool = False) -> Subject:
+def subject(budget: Budget, closure: Closure | None = None, build: bool = False, store=None) -> Subject:
     """What one budget is checked against: its closure (read here unless
     given) and its baseline."""
     if budget.max_growth is not None and budget.baseline is None:
         raise BudgetError(f"target {budget.name}: max-growth needs a baseline (in the budgets file or --baseline)")
     if closure is None:
-        closure = _read_closure(budget, build)
-    return Subject(budget, closure, None if budget.baseline is None else _baseline_size(budget))
+        closure = _read_closure(budget, build, store)
+    return Subject(budget, closure, None if budget.baseline is None else _baseline_size(budget, store))
 
 
-def _read_closure(budget: Budget, build: bool) -> Closure:
+def _read_closure(budget: Budget, build: bool, store=None) -> Closure:
     if budget.path_info is not None:
         return load_dump(budget.path_info, [])
     if budget.target is None:
         raise BudgetError(f"target {budget.name}: no installable, path or path-info to gate "
                           f"(set one in the budgets file or pass --target {budget.name}=...)")
+    if store is not None:
+        return store([budget.target])
     return load_closure([budget.target], build=build)
 
 
-def _baseline_size(budget: Budget) -> int:
+def _baseline_size(budget: Budget, store=None) -> int:
     """The baseline's closure size: from a saved closure-audit JSON report
     (gate: the target of the same name; size: its total), a path-info dump, or
     a store path."""
@@ -96,7 +99,7 @@ def _baseline_size(budget: Budget) -> int:
         except ClosureError as exc:
             raise BudgetError(f"baseline of {budget.name}: {exc}") from None
     try:
-        return roots_closure_size(load_closure([what]))
+        return roots_closure_size(store([what]) if store is not None else load_closure([what]))
     except ClosureError as exc:
         raise BudgetError(f"baseline of {budget.name}: {exc}") from None
 
@@ -146,6 +149,6 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
                              f"the {format_size(b.max_added_size)} allowed for one path", target=b.name,
                              added_size=n, limit=b.max_added_size)
         r.explanations = forbidden_paths(closure, b.policy(policy), findings, added=added, all_chains=all_chains,
-                                         scanner=Scanner(closure.store_dir, progress=progress), target=b.name)
+                                         scanner=scanner_for(closure, progress), target=b.name)
         results.append(r)
     return results

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from typing import Callable
 
 import networkx as nx
 
@@ -23,8 +24,11 @@ from ..storepath import is_store_basename, store_dir, top_store_path
 class Closure:
     graph: nx.DiGraph
     roots: list[str]
-    source: str  # where the graph came from: "nix path-info", "nix-store", or the dump's file name
+    source: str  # where the graph came from: "nix path-info", "nix-store", the dump's file name, a cache URL
     store_dir: str
+    # Makes the evidence scanner of a closure that is not in the local store
+    # (a binary cache's: closure/cache_evidence.py); None for the local one.
+    scanner: Callable[[], object] | None = None
 
     @property
     def paths(self) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .graph import Closure
 from .sizes import added_sizes
-from .evidence import Evidence, Scanner
+from .evidence import Evidence, Scanner, scanner_for
 from ..findings.collector import Findings
 from ..findings.policy import Policy
 from ..storepath import hash_part, name_part
@@ -90,7 +90,7 @@ def shortest_chains(closure: Closure, targets: set[str]) -> dict[str, list[str]]
 def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_chains: bool = False,
             scanner: Scanner | None = None) -> list[Explanation]:
     """Explain every matched path: `matches` maps path -> (pattern, reason)."""
-    scanner = scanner or Scanner(closure.store_dir)
+    scanner = scanner or scanner_for(closure)
     chains = shortest_chains(closure, set(matches))
     wanted: dict[str, dict[str, str]] = {}  # referrer -> hash part -> referenced path
     for path, chain in chains.items():
@@ -136,7 +136,7 @@ def forbidden_paths(closure: Closure, policy: Policy, findings: Findings, *, add
         return []
     if added is None:
         added = added_sizes(closure)
-    explanations = explain(closure, matches, all_chains, scanner or Scanner(closure.store_dir, progress=progress))
+    explanations = explain(closure, matches, all_chains, scanner or scanner_for(closure, progress))
     for e in explanations:
         size = added.get(e.path, 0)
         via = e.hops[-1].evidence.best(1) if e.hops else []

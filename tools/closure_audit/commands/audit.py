@@ -41,6 +41,9 @@ class Report:
     entry_points: list[str] = field(default_factory=list)
     findings: list = field(default_factory=list)
     skipped_links: int = 0
+    opened: list = field(default_factory=list)  # findings.opened.Row: what objects open at run time
+    bytes_scanned: int = 0  # of read-only data, for the names
+    chains: list = field(default_factory=list)  # loader.model.Chain: every load chain resolved
     explanations: list = field(default_factory=list)  # of the forbidden paths in the closure
 
     @property
@@ -70,15 +73,26 @@ def audit(targets: list[str], policy, root: str | None = None,
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
     or none that is valid, is an error: nothing would have been audited."""
+    from ..elf.strings import NameReader
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
     from ..findings.loading import judge_loading
+    from ..findings.opened import judge_opened
     from ..loader.chains import resolve
     from ..loader.model import Loader
 
-    walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
-                          progress=progress)
-    check_found(walked)
+    # The library names in read-only data are searched while the walk goes on
+    # (in files on disk: a wheel's members are read for their ELF facts only).
+    names = NameReader()
+    try:
+        walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
+                              progress=progress,
+                              found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic
+                              and os.path.isfile(path) else None)
+        check_found(walked)
+    except BaseException:
+        names.close()
+        raise
     env = environment(walked.mode, walked.roots, policy)
     findings = Findings(policy, walked.mode, walked.scope)
     for path, reason in walked.scan.problems:
@@ -86,13 +100,19 @@ def audit(targets: list[str], policy, root: str | None = None,
     loader = Loader(env, known=walked.scan.elf, files=walked.files)
     resolved = resolve(loader, walked.scan.elf)
     judge_loading(loader, resolved, findings)
+    read = names.results()
+    for path in walked.scan.elf:
+        if path not in read and not os.path.isfile(path):
+            read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
+    opened = judge_opened(loader, resolved, findings, read)
     explanations = []
     if closure is not None:
         from ..closure.why import forbidden_paths
 
         explanations = forbidden_paths(closure, policy, findings, progress=progress)
     report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
-                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links, explanations)
+                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links, opened.rows,
+                    opened.bytes_scanned, resolved.chains, explanations)
     return report, loader
 
 

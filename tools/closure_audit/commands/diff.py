@@ -15,6 +15,7 @@ def add_arguments(p) -> None:
     options.add_markdown(p)
     options.add_build(p)
     options.add_json(p)
+    options.add_store(p, evidence_option=True)
 
 
 def run(args) -> int:
@@ -27,8 +28,9 @@ def run(args) -> int:
 
     check_markdown_option(args.markdown, args.json)
     policy = options.load_policy(args)
-    old = options.read_closure(args.old, None, args.build)
-    new = options.read_closure(args.new, None, args.build)
+    store = options.open_store(args, evidence=args.evidence)
+    old = options.read_closure(args.old, None, args.build, store)
+    new = options.read_closure(args.new, None, args.build, store)
     packages = diff(old, new)
     # Only what the new closure brings: a forbidden path the old one had is not news.
     findings = Findings(policy, "nix-store")

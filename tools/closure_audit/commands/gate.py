@@ -26,6 +26,7 @@ def add_arguments(p) -> None:
                    "(docs/report.md)")
     options.add_build(p)
     options.add_json(p)
+    options.add_store(p, evidence_option=True)
 
 
 def run(args) -> int:
@@ -43,7 +44,7 @@ def run(args) -> int:
     policy = options.load_policy(args)
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
-    subjects = read_subjects(budgets, args.build)
+    subjects = read_subjects(budgets, args.build, options.open_store(args, evidence=args.evidence))
     findings = Findings(policy, "nix-store")
     with progress() as shown:
         results = check(subjects, policy, findings, args.all_chains, progress=shown)

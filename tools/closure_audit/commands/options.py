@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..closure import HTTP_CONNECTIONS
+
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
@@ -34,14 +36,67 @@ def add_closure_inputs(p: argparse.ArgumentParser) -> None:
     add_json(p)
 
 
-def read_closure(target: str | list[str] | None, path_info: str | None, build: bool):
+def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None:
+    """--store URL and what goes with it (docs/store.md)."""
+    p.add_argument("--store", metavar="URL",
+                   help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], "
+                        "https://...) instead of the local store; targets are then full store paths "
+                        "(docs/store.md)")
+    p.add_argument("--trusted-public-keys", metavar="KEYS",
+                   help="with --store: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
+                        "valid signature by one of them")
+    p.add_argument("--refresh", action="store_true",
+                   help="with --store: fetch every narinfo again, ignoring the local narinfo cache")
+    p.add_argument("--http-connections", type=int, metavar="N",
+                   help=f"with --store: requests in flight at once, over as many connections (default "
+                        f"{HTTP_CONNECTIONS})")
+    if evidence_option:
+        p.add_argument("--evidence", action="store_true",
+                       help="with --store: stream the NARs of each chain's hops for byte-level evidence "
+                            "(without it, no NAR is downloaded)")
+
+
+def open_store(args, evidence: bool):
+    """A function reading closures from the binary cache of --store, or None
+    without --store. `evidence`: whether the NARs are streamed for evidence."""
+    from ..errors import UsageError
+
+    if args.store is None:
+        for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
+                            ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None),
+                            ("--evidence", getattr(args, "evidence", False))):
+            if given:
+                raise UsageError(f"{flag} needs --store")
+        return None
+    connections = HTTP_CONNECTIONS if args.http_connections is None else args.http_connections
+    if connections < 1:
+        raise UsageError("--http-connections must be at least 1")
+    if isinstance(getattr(args, "path_info", None), str):
+        raise UsageError("--store reads closures from the binary cache: give no --path-info")
+    if getattr(args, "build", False):
+        raise UsageError("--store reads closures from the binary cache: nothing is built (no --build)")
+    from ..closure.cache import BinaryCache
+    from ..closure.cache_evidence import read_closure
+    from ..closure.signatures import parse_public_keys
+
+    keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
+    cache = BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
+    return lambda roots: read_closure(cache, roots, evidence)
+
+
+def read_closure(target: str | list[str] | None, path_info: str | None, build: bool, store=None):
     """The closure a command was given: a saved dump named as the one target,
-    a dump given with --path-info (the targets then pick its roots), or store
-    paths, result links and installables."""
+    a dump given with --path-info (the targets then pick its roots), store
+    paths, result links and installables, or with `store` (open_store) store
+    paths in a binary cache."""
     from ..closure.graph import is_dump_file, load_closure, load_dump
     from ..errors import UsageError
 
     targets = [] if target is None else [target] if isinstance(target, str) else list(target)
+    if store is not None:
+        if not targets:
+            raise UsageError("with --store, a TARGET store path is required")
+        return store(targets)
     if path_info is None and len(targets) == 1 and is_dump_file(targets[0]):
         return load_dump(targets[0], [])
     if path_info is None and not targets:

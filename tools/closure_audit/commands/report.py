@@ -20,6 +20,7 @@ def add_arguments(p) -> None:
                    help="also judge the closure against a budget of this file (docs/gate.md) and show the verdict")
     p.add_argument("--budget", metavar="NAME", help="which target's budget (needed when the file has several)")
     options.add_build(p)
+    options.add_store(p, evidence_option=True)
 
 
 def _budget(file: str, name: str | None):
@@ -36,7 +37,7 @@ def _budget(file: str, name: str | None):
 
 
 def run(args) -> int:
-    from ..closure.evidence import Scanner
+    from ..closure.evidence import scanner_for
     from ..closure.sizes import added_sizes, dominator_tree, roots_closure_size
     from ..closure.why import forbidden_paths
     from ..findings.collector import Findings
@@ -49,18 +50,19 @@ def run(args) -> int:
         raise UsageError("--budget needs --budgets FILE")
     policy = options.load_policy(args)
     budget = _budget(args.budgets, args.budget) if args.budgets is not None else None
-    closure = options.read_closure(args.targets or None, args.path_info, args.build)
+    store = options.open_store(args, evidence=args.evidence)
+    closure = options.read_closure(args.targets or None, args.path_info, args.build, store)
     findings = Findings(policy, "nix-store")
     if budget is not None:
         from ..closure.gate import check, subject
 
-        results = check([subject(budget, closure)], policy, findings)
+        results = check([subject(budget, closure, store=store)], policy, findings)
         found = findings.sorted()
         pictures = html.gate_pictures(results, found)
     else:
         tree = dominator_tree(closure)
         added = added_sizes(closure, tree)
-        forbidden_paths(closure, policy, findings, added=added, scanner=Scanner(closure.store_dir))
+        forbidden_paths(closure, policy, findings, added=added, scanner=scanner_for(closure))
         found = findings.sorted()
         roots = [name_part(r) for r in closure.roots]
         name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")

@@ -14,6 +14,7 @@ def add_arguments(p) -> None:
     p.add_argument("--top", type=int, default=25, metavar="N", help="rows to show (default 25)")
     p.add_argument("--all", action="store_true", help="show every path")
     options.add_closure_inputs(p)
+    options.add_store(p)
 
 
 def run(args) -> int:
@@ -21,7 +22,8 @@ def run(args) -> int:
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
-    closure = options.read_closure(args.targets or None, args.path_info, args.build)
+    closure = options.read_closure(args.targets or None, args.path_info, args.build,
+                                   options.open_store(args, evidence=False))
     rows = table(closure)
     total = roots_closure_size(closure)
     top = None if args.all else args.top

@@ -18,10 +18,11 @@ def add_arguments(p) -> None:
     options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
     p.add_argument("--all-chains", action="store_true", help="also show every referrer, with evidence")
     options.add_closure_inputs(p)
+    options.add_store(p)
 
 
 def run(args) -> int:
-    from ..closure.evidence import Scanner
+    from ..closure.evidence import scanner_for
     from ..closure.sizes import added_sizes
     from ..findings.collector import Findings
     from ..output.progress import progress
@@ -31,11 +32,11 @@ def run(args) -> int:
     if args.path_info is not None and target is not None:
         # The dump names its roots: every word is a pattern.
         target, patterns = None, [target, *patterns]
-    closure = options.read_closure(target, args.path_info, args.build)
+    closure = options.read_closure(target, args.path_info, args.build, options.open_store(args, evidence=True))
     added = added_sizes(closure)
     findings = Findings(policy, "nix-store")
     with progress() as shown:
-        scanner = Scanner(closure.store_dir, progress=shown)
+        scanner = scanner_for(closure, shown)
         explanations = _explain(closure, policy, patterns, findings, added, scanner, args.all_chains)
     found = findings.sorted()
     if args.json:

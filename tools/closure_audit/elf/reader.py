@@ -153,18 +153,24 @@ def read_elf(path: str) -> ElfFile | None:
         if os.read(fd, 4) != ELF_MAGIC:
             return None
         size = os.fstat(fd).st_size
-        if size < 16:
-            raise InvalidElf("file too short for an ELF header")
+        check_size(size)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
             return parse_elf(data, size)
     finally:
         os.close(fd)
 
 
+def check_size(size: int) -> None:
+    """A file that starts with the ELF magic but cannot hold a header."""
+    if size < 16:
+        raise InvalidElf("file too short for an ELF header")
+
+
 def parse_elf(data, size: int) -> ElfFile:
     """Parse and validate an ELF image: `data` holds at least its first
-    `size` bytes (bytes, mmap, or anything with slicing and `find`); nothing
-    at or past `size` is read."""
+    `size` bytes (bytes, mmap, or anything that can be sliced and searched
+    with find() alike, such as elf/stream.py's sparse views); nothing at or
+    past `size` is read."""
     return _Parser(data, size).parse()
 
 
@@ -435,7 +441,6 @@ class _Parser:
             elif p_type == PT_PHDR and (offset != self.phoff or filesz < self.phnum * self.st["phdr"].size):
                 raise InvalidElf(f"PT_PHDR at offset {offset:#x} ({filesz} bytes) does not describe the "
                                  f"program header table at {self.phoff:#x}")
-        self.section_table()
 
         needed: list[int] = []
         tags: dict[int, int] = {}
@@ -449,6 +454,11 @@ class _Parser:
                 raise InvalidElf(f"{what} string index {index:#x} is outside the dynamic string table")
             return self._cstring(start + index, end, what)
 
+        names = {tag: string(tags[tag], what) for tag, what in _STRING_TAGS.items() if tag in tags}
+        needed_names = tuple(string(v, "DT_NEEDED") for v in needed)
+        # Last: the section table lies at the end of the file, which a streamed
+        # read (elf/stream.py) reaches after the segments' bytes.
+        self.section_table()
         return ElfFile(
             elf_class=32 if self.cls == 1 else 64,
             little_endian=self.enc == 1,
@@ -457,10 +467,10 @@ class _Parser:
             machine=self.e_machine,
             interp=interp,
             has_dynamic=dynamic is not None,
-            needed=tuple(string(v, "DT_NEEDED") for v in needed),
-            rpath=string(tags[DT_RPATH], "DT_RPATH") if DT_RPATH in tags else None,
-            runpath=string(tags[DT_RUNPATH], "DT_RUNPATH") if DT_RUNPATH in tags else None,
-            soname=string(tags[DT_SONAME], "DT_SONAME") if DT_SONAME in tags else None,
+            needed=needed_names,
+            rpath=names.get(DT_RPATH),
+            runpath=names.get(DT_RUNPATH),
+            soname=names.get(DT_SONAME),
             flags_1=tags.get(DT_FLAGS_1, 0),
             strings=tuple(self.strings),
         )

@@ -17,6 +17,18 @@ BUFFER = 1 << 20  # read this much at a time: every needle's pass over it stays 
 OVERLAP = 31  # needles are at most 32 bytes long and may straddle two reads
 
 
+def find_needles(buf, begin: int, filled: int, base: int, end: int, needles: tuple[bytes, ...],
+                 out: list[tuple[int, int]]) -> None:
+    """Append (offset, needle index) for every needle starting in
+    buf[begin:filled] whose offset (base + position in buf) is below end."""
+    for i, needle in enumerate(needles):
+        pos = buf.find(needle, begin, filled)
+        while pos >= 0:
+            if base + pos < end:
+                out.append((base + pos, i))
+            pos = buf.find(needle, pos + 1, filled)
+
+
 def search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[tuple[int, int]]:
     """(offset, needle index) of every needle starting in [start, end).
 
@@ -37,12 +49,7 @@ def search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[
             offset += n
             filled = keep + n
             base = offset - filled  # file offset of buf[0]
-            for i, needle in enumerate(needles):
-                pos = buf.find(needle, 0, filled)
-                while pos >= 0:
-                    if base + pos < end:
-                        out.append((base + pos, i))
-                    pos = buf.find(needle, pos + 1, filled)
+            find_needles(buf, 0, filled, base, end, needles, out)
             keep = min(OVERLAP, filled)
             buf[:keep] = buf[filled - keep:filled]
     return out

@@ -25,7 +25,7 @@ from .reader import ElfFile, InvalidElf
 
 
 @dataclass
-class Found:
+class Held:
     """What one target holds: files, valid ELF files, and invalid or
     unreadable ones (path, reason). Files reached from several targets count
     for each."""
@@ -43,7 +43,7 @@ class Scan:
     elf: dict[str, ElfFile] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)
     skipped_links: int = 0  # symlinks leading outside what is audited
-    targets: dict[str, Found] = field(default_factory=dict)
+    targets: dict[str, Held] = field(default_factory=dict)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -58,23 +58,26 @@ class Walker:
     """Collects ELF files under several targets into one Scan.
 
     `allow(real_path)` decides whether a symlink's real location belongs to the
-    audit; `ignore(path)` drops files a policy excludes.
+    audit; `ignore(path)` drops files a policy excludes; `found(path, elf)`
+    hears of each ELF file as soon as it is read.
     """
 
     def __init__(self, allow: Callable[[str], bool], ignore: Callable[[str], bool] | None = None,
-                 progress: Callable[[int], None] | None = None, files: HostFiles | None = None):
+                 progress: Callable[[int], None] | None = None,
+                 found: Callable[[str, ElfFile], None] | None = None, files: HostFiles | None = None):
         self.allow = allow
         self.ignore = ignore
         self.progress = progress
+        self.found = found
         self.files = files if files is not None else HostFiles()
         self.scan = Scan()
         self._seen_files: dict[tuple, tuple[str, str | None] | None] = {}  # -> (path, problem) of ELF files
         self._tops: list[str] = []
-        self._found = Found()
+        self._held = Held()  # what the target being walked holds
 
     def add(self, target: str) -> None:
         """Audit `target`, a real path (file, directory, or a wheel of `files`)."""
-        self._found = self.scan.targets.setdefault(target, Found())
+        self._held = self.scan.targets.setdefault(target, Held())
         if target in getattr(self.files, "wheels", ()):
             for path in self.files.files_of(target):
                 self._regular(path, "wheel", path)
@@ -142,17 +145,19 @@ class Walker:
             if info is not None:
                 scan.elf[path] = info
                 elf = (path, None)
+                if self.found is not None:
+                    self.found(path, info)
         self._seen_files[key] = elf
         self._count(elf)
 
     def _count(self, elf: tuple[str, str | None] | None) -> None:
-        found = self._found
-        found.files += 1
+        held = self._held
+        held.files += 1
         if elf is not None:
             if elf[1] is None:
-                found.elf += 1
+                held.elf += 1
             else:
-                found.invalid.append(elf)
+                held.invalid.append(elf)
 
     def _link(self, path: str, name: str, stack: list[str]) -> None:
         try:
@@ -193,7 +198,8 @@ class Walked:
 
 def walk_targets(targets: list[str], *, root: str | None = None,
                  ignore: Callable[[str, tuple[str, ...]], bool] | None = None,
-                 progress: Callable[[int], None] | None = None) -> Walked:
+                 progress: Callable[[int], None] | None = None,
+                 found: Callable[[str, ElfFile], None] | None = None) -> Walked:
     """Read every ELF file of the targets. Links leading out of the targets
     are followed into the store (a Nix profile), never out of a tree.
     `ignore(path, scope)` drops the files a policy excludes."""
@@ -214,7 +220,8 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         files = WheelFiles(wheels)
     else:
         files = HostFiles()
-    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress, files=files)
+    walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress,
+                    found=found, files=files)
     if wheels:
         walker.scan.problems.extend(files.problems)
     for t in reals:

@@ -9,10 +9,11 @@ finds the CUDA runtime wheel's library.
 
 Nothing is unpacked to disk. An ELF member is read by streaming its
 decompression and keeping only the byte ranges the reader asks for (the
-headers, the dynamic segment, the string tables, the section table): the
-reader is run on what has been kept, and each range it still misses is
-fetched by another pass, which stops as soon as the range has streamed by.
-Memory stays at a few MiB per member, however large the library.
+headers, the dynamic segment, the string tables, the section table) in a
+sparse view (stream.py's): the reader is run on what has been kept, and each
+range it still misses is fetched by another pass, which stops as soon as the
+range has streamed by. Memory stays at a few MiB per member, however large
+the library.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import zlib
 
 from ..errors import TargetError
 from .files import HostFiles
-from .reader import ELF_MAGIC, ElfFile, InvalidElf, parse_elf
+from .reader import ELF_MAGIC, ElfFile, InvalidElf, check_size, parse_elf
+from .stream import Missing, SparseBytes
 
 CHUNK = 1 << 20
 HEAD = 1 << 16  # kept on the first pass: the ELF header and, nearly always, the program headers
@@ -32,82 +34,38 @@ MAX_PASSES = 16  # a valid file needs about three; more means ranges scattered o
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError)
 
 
-class _Missing(Exception):
-    def __init__(self, start: int, stop: int):
-        super().__init__(start, stop)
-        self.start, self.stop = start, stop
-
-
-class StreamedImage:
-    """The bytes of a member kept so far, in pieces; reading anything else
-    raises _Missing with the range that was asked for."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self.pieces: list[tuple[int, bytes]] = []
-
-    def _piece(self, start: int, stop: int) -> tuple[int, bytes]:
-        for at, data in self.pieces:
-            if at <= start and stop <= at + len(data):
-                return at, data
-        raise _Missing(start, stop)
-
-    def __getitem__(self, s: slice) -> bytes:
-        start, stop = s.start or 0, min(s.stop, self.size)
-        if stop <= start:
-            return b""
-        at, data = self._piece(start, stop)
-        return data[start - at:stop - at]
-
-    def find(self, sub: bytes, start: int, end: int) -> int:
-        end = min(end, self.size)
-        at, data = self._piece(start, end)
-        pos = data.find(sub, start - at, end - at)
-        return pos + at if pos >= 0 else -1
-
-    def keep(self, ranges: list[tuple[int, int]], opener) -> None:
-        """One decompression pass from the start, keeping `ranges`; it stops
-        once the last of them has streamed by."""
-        ranges = sorted((max(0, a), min(b, self.size)) for a, b in ranges if a < min(b, self.size))
-        if not ranges:
-            return
-        merged = [list(ranges[0])]
-        for a, b in ranges[1:]:
-            if a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        end = merged[-1][1]
-        parts = [bytearray() for _ in merged]
-        pos = 0
-        with opener() as stream:
-            while pos < end:
-                chunk = stream.read(min(CHUNK, end - pos))
-                if not chunk:
-                    raise EOFError("the member ends before its declared size")
-                for (a, b), part in zip(merged, parts):
-                    lo, hi = max(a, pos), min(b, pos + len(chunk))
-                    if lo < hi:
-                        part += chunk[lo - pos:hi - pos]
-                pos += len(chunk)
-        self.pieces = [p for p in self.pieces
-                       if not any(a <= p[0] and p[0] + len(p[1]) <= b for a, b in merged)]
-        self.pieces.extend((a, bytes(part)) for (a, _b), part in zip(merged, parts))
+def _keep(image: SparseBytes, ranges: list[tuple[int, int]], opener) -> None:
+    """One decompression pass from the start, keeping `ranges` in `image`;
+    it stops once the last of them has streamed by."""
+    ranges = [(max(0, a), min(b, image.size)) for a, b in ranges if a < min(b, image.size)]
+    if not ranges:
+        return
+    end = max(b for _a, b in ranges)
+    pos = 0
+    with opener() as stream:
+        while pos < end:
+            chunk = stream.read(min(CHUNK, end - pos))
+            if not chunk:
+                raise EOFError("the member ends before its declared size")
+            for a, b in ranges:
+                lo, hi = max(a, pos), min(b, pos + len(chunk))
+                if lo < hi:
+                    image.put(lo, chunk[lo - pos:hi - pos])
+            pos += len(chunk)
 
 
 def parse_streamed(size: int, opener) -> ElfFile:
     """Parse the ELF image `opener()` streams (`size` bytes), keeping only
-    what the reader asks for."""
-    if size < 16:
-        raise InvalidElf("file too short for an ELF header")
-    image = StreamedImage(size)
+    what the reader asks for (stream.py's sparse view of it)."""
+    check_size(size)
+    image = SparseBytes(size)
     wanted = [(0, HEAD), (size - TAIL, size)]
     for _ in range(MAX_PASSES):
-        image.keep(wanted, opener)
+        _keep(image, wanted, opener)
         try:
             return parse_elf(image, size)
-        except _Missing as m:
-            wanted = [(m.start, m.stop)]
+        except Missing as m:
+            wanted = [(m.start, m.end)]
     raise InvalidElf(f"its structures are spread over more than {MAX_PASSES} places")
 
 

@@ -27,3 +27,19 @@ CUDA_TOOLKIT_LIBRARIES = (
     "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*",
 )
 DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
+
+# What a library an object opens at run time (dlopen) is, by name: the first
+# class whose patterns match, else "unknown". docs/loader.md#what-an-object-opens
+# explains each class and what the audit requires of it.
+OPENED_CLASSES = (
+    ("driver", DRIVER_LIBRARIES),
+    # NVSHMEM's transports and bootstraps are opened by their file names alone.
+    ("toolkit", CUDA_TOOLKIT_LIBRARIES + ("nvshmem_*.so*",)),
+    ("optional", (
+        "libibverbs.so*", "libmlx5.so*", "librdmacm.so*", "libgdrapi.so*", "libfabric.so*", "libucp.so*",
+        "libucs.so*", "libmpi*.so*", "liboshmem.so*", "libpmix.so*", "libnuma.so*", "libEGL.so*", "libGL.so*",
+        "libGLX.so*", "libOpenCL.so*", "libvulkan.so*", "libVulkan_*.so*", "libX11.so*", "libmkl_*.so*",
+        "libmemkind.so*", "libittnotify.so*", "libneuralnetworks.so*", "libmount.so*", "libudev.so*",
+        "liburcu*.so*", "libcufile_ck.so*", "libcask_profile_interface.so*")),
+)
+OPENED_CLASS_NAMES = ("driver", "toolkit", "optional", "unknown")

@@ -63,9 +63,11 @@ def audit_json(report, tree: Chain | None = None) -> dict:
                                 "host_dirs": list(env.host_dirs), "driver_dirs": list(env.driver_dirs)}}
     if tree is not None:
         sections["tree"] = tree_json(tree)
+    sections["opened"] = [r.to_json() for r in report.opened]
     return envelope("audit", report.targets, report.mode, report.findings,
                     {"files": report.files, "elf_files": report.elf_files,
-                     "entry_points": len(report.entry_points)}, **sections)
+                     "entry_points": len(report.entry_points), "opened": len(report.opened),
+                     "bytes_scanned": report.bytes_scanned}, **sections)
 
 
 def tree_json(chain: Chain) -> dict:
@@ -166,3 +168,20 @@ def archs_json(report) -> dict:
         request=None if request is None else {"capabilities": list(request.capabilities),
                                               "forward_compat": request.forward_compat, "source": request.source},
         files=files, codes=totals)
+
+
+# -- doctor ----------------------------------------------------------------------
+
+def doctor_json(host, facts, checks, findings) -> dict:
+    status = Counter(c.status for c in checks)
+    d = host.driver
+    return envelope("doctor", facts.targets if facts else [], facts.mode if facts else "host", findings,
+                    {"checks": len(checks), **{s: status.get(s, 0) for s in ("ok", "info", "warning", "error")}},
+                    host={"root": host.root, "kind": host.kind, "description": host.description,
+                          "container": host.container, "tegra_release": host.tegra_release,
+                          "driver": None if d is None else {"path": d.path, "real": d.real, "version": d.version,
+                                                            "version_source": d.version_source},
+                          "kernel_module": host.kernel_module,
+                          "gpus": [{"name": g.name, "capability": g.capability, "source": g.source}
+                                   for g in host.gpus]},
+                    checks=[c.to_json() for c in checks])

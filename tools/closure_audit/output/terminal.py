@@ -118,12 +118,49 @@ def render_audit(report, console, tree: Chain | None = None) -> None:
     if tree is not None:
         console.print()
         console.print(_load_tree(tree, report.mode, short))
+    if report.opened:
+        console.print()
+        console.print(opened_table(report.opened, report.mode, short))
     findings_tables(console, report.findings, short)
     added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
     for e in report.explanations:
         console.print()
         console.print(explanation_tree(e, added))
     verdict(console, report.findings)
+
+
+_CLASS_ORDER = {"driver": 0, "toolkit": 1, "optional": 2, "unknown": 3}
+_CLASS_STYLE = {"driver": "magenta", "toolkit": "bold", "optional": "dim", "unknown": "cyan"}
+
+
+def opened_table(rows, mode: str, short) -> Table:
+    """One line per name objects may open at run time: its class, who opens
+    it, and where it is found (the worst outcome among its openers)."""
+    by_name: dict[str, list] = defaultdict(list)
+    for r in rows:
+        by_name[r.name].append(r)
+    table = Table(title=Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')}",
+                                      ("  names in read-only data that objects may dlopen", "dim")),
+                  title_justify="left", header_style="dim", pad_edge=False, box=None)
+    table.add_column("name", overflow="fold")
+    table.add_column("class")
+    table.add_column("opened by", overflow="fold", max_width=50)
+    table.add_column("found", overflow="fold", max_width=50)
+    for name, group in sorted(by_name.items(), key=lambda kv: (_CLASS_ORDER[kv[1][0].klass], kv[0])):
+        worst = min(group, key=lambda r: (r.inside, r.how != ld.NOT_FOUND))
+        openers = short(group[0].file) + (f" and {len(group) - 1} more" if len(group) > 1 else "")
+        if worst.how == ld.NOT_FOUND:
+            found = Text("not found", style="bold red" if worst.klass == "toolkit" else "yellow")
+        elif worst.how == ld.DRIVER:
+            found = Text("driver", style="magenta")
+        elif worst.how == ld.ALREADY_LOADED:
+            found = Text(f"already loaded: {short(worst.path)}", style="dim")
+        elif not worst.inside:
+            found = Text(f"{'host' if mode == 'tree' else 'outside'}: {printable(worst.path)}", style="yellow")
+        else:
+            found = Text(short(worst.path))
+        table.add_row(printable(name), Text(group[0].klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
+    return table
 
 
 def _label(res: Resolution, mode: str) -> str:
@@ -355,3 +392,28 @@ def render_archs(console, report) -> None:
                            style="yellow" if prunable else "green"))
     findings_tables(console, report.findings, short)
     verdict(console, report.findings)
+
+
+# -- doctor ----------------------------------------------------------------------
+
+_STATUS = {"ok": ("ok", "green"), "info": ("info", "cyan"), "warning": ("warning", "yellow"),
+           "error": ("error", "bold red")}
+
+
+def render_doctor(console, host, facts, checks, findings) -> None:
+    header(console, "doctor", facts.mode if facts else "host", facts.targets if facts else [host.root])
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column("status", no_wrap=True)
+    table.add_column("check", no_wrap=True, style="bold")
+    table.add_column("what", overflow="fold")
+    for c in checks:
+        word, style = _STATUS[c.status]
+        text = Text(printable(c.message))
+        for i, fix in enumerate(c.fixes, 1):
+            text.append(f"\nfix {i}: ", style="bold")
+            text.append(printable(fix.text))
+            if fix.trade_off:
+                text.append(f"\n       {printable(fix.trade_off)}", style="dim")
+        table.add_row(Text(word, style=style), c.check, text)
+    console.print(table)
+    verdict(console, findings)

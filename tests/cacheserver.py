@@ -1,0 +1,144 @@
+"""A real HTTP server for a binary cache directory, on the loopback, with
+faults and latency on demand: what `--store http://...` is tested against.
+
+Faults, per request path:
+- `latency`: seconds added to every answer;
+- `fail_first` (n, kind): the first n requests of each path fail, `kind`
+  being "500", "drop" (the connection is closed without an answer),
+  "timeout" (no answer for `stall` seconds) or "truncate" (the body is cut
+  in half, the Content-Length kept);
+- `status`: an HTTP status for every request (500 to everything);
+- `override`: path -> bytes (served instead of the file) or an int status.
+It counts requests per path and the most it ever answered at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class CacheServer:
+    def __init__(self, root: str, prefix: str = "", tls=None):
+        self.root = root
+        self.prefix = prefix.rstrip("/")
+        self.latency = 0.0
+        self.fail_first: tuple[int, str] | None = None
+        self.stall = 2.0
+        self.status: int | None = None
+        self.override: dict[str, bytes | int] = {}
+        self.requests: Counter = Counter()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle's
+                # algorithm and delayed ACKs would add 40 ms to each answer.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.head_only = False
+                server._serve(self)
+
+            def do_HEAD(self):  # Nix asks whether a file is there before it reads it
+                self.head_only = True
+                server._serve(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.scheme = "http"
+        if tls is not None:  # an ssl.SSLContext: serve https
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+            self.scheme = "https"
+        self.httpd.daemon_threads = True
+        self.httpd.request_queue_size = 256
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.httpd.server_address[1]}{self.prefix}"
+
+    def reset(self) -> None:
+        self.latency, self.fail_first, self.status = 0.0, None, None
+        self.override = {}
+        self.requests.clear()
+        self.most_in_flight = 0
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self._answer(h)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, h: BaseHTTPRequestHandler) -> None:
+        path = h.path
+        if not path.startswith(self.prefix + "/"):
+            return self._send(h, 404, b"")
+        rel = path[len(self.prefix) + 1:]
+        with self._lock:
+            self.requests[rel] += 1
+            count = self.requests[rel]
+        if self.latency:
+            time.sleep(self.latency)
+        if self.status is not None:
+            return self._send(h, self.status, b"error\n")
+        body = self.override.get(rel)
+        if body is None:
+            full = os.path.join(self.root, rel)
+            if ".." in rel.split("/") or not os.path.isfile(full):
+                return self._send(h, 404, b"not found\n")
+            with open(full, "rb") as f:
+                body = f.read()
+        elif isinstance(body, int):
+            return self._send(h, body, b"")
+        if self.fail_first is not None and count <= self.fail_first[0]:
+            kind = self.fail_first[1]
+            if kind == "500":
+                return self._send(h, 500, b"try again\n")
+            if kind == "drop":
+                h.close_connection = True
+                return
+            if kind == "timeout":
+                time.sleep(self.stall)
+                h.close_connection = True
+                return
+            if kind == "truncate":
+                h.send_response(200)
+                h.send_header("Content-Length", str(len(body)))
+                h.end_headers()
+                h.wfile.write(body[:len(body) // 2])
+                h.close_connection = True
+                return
+        self._send(h, 200, body)
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+        h.send_response(status)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not h.head_only:
+            h.wfile.write(body)

@@ -1,0 +1,218 @@
+"""A closure read from a Nix binary cache (`--store URL`), without Nix.
+
+The cache's `nix-cache-info` says which store it holds; each path's
+`<hash part>.narinfo` gives its NAR size, NAR hash and references. The
+closure is walked breadth-first with up to `workers` narinfo requests in
+flight over one pool of connections (transport.py). Every narinfo is checked
+before it is used: it parses strictly, describes the path that was asked for,
+and, where trusted keys are given, carries a valid signature by one of them.
+Anything else stops the walk with a one-line ClosureError naming the path:
+a closure read from a cache is either complete and right, or not read.
+
+Narinfos already fetched are kept under $XDG_CACHE_HOME/closure-audit/, one
+file per path, written atomically (a temporary file renamed into place), so
+concurrent runs never see half a file; `refresh` ignores what is there. What
+is kept is re-checked on every read, signatures included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from . import HTTP_CONNECTIONS
+from ..errors import ClosureError
+from ..storepath import hash_part, is_store_basename
+from .graph import Closure, build_graph
+from .narinfo import NarInfo, NarInfoError, parse_narinfo
+from .signatures import check as check_signature
+from .transport import FetchError, NotFound, Transport
+
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "closure-audit")
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    store_dir: str
+    priority: int | None = None
+
+
+class BinaryCache:
+    def __init__(self, url: str, trusted_keys: dict | None = None, workers: int = HTTP_CONNECTIONS,
+                 refresh: bool = False, cache_dir: str | None = None, timeout: float = 30.0,
+                 attempts: int = 5, backoff: float = 0.1):
+        try:
+            self.transport = Transport(url, connections=workers, timeout=timeout, attempts=attempts,
+                                       backoff=backoff)
+        except ValueError as exc:
+            raise ClosureError(f"--store {url}: {exc}") from None
+        self.url = self.transport.url
+        self.trusted_keys = trusted_keys
+        self.workers = max(1, workers)
+        self.refresh = refresh
+        # A local cache of a local directory would only copy it.
+        self.local_dir = None if self.transport.local else os.path.join(
+            cache_dir or default_cache_dir(), "narinfo", hashlib.sha256(self.url.encode()).hexdigest()[:20])
+        self._info: CacheInfo | None = None
+        self.known: dict[str, NarInfo] = {}  # checked in this run
+
+    # -- nix-cache-info ------------------------------------------------------------
+
+    def info(self, about: str) -> CacheInfo:
+        """The cache's nix-cache-info; `about` names what was being read, for
+        the message when the cache cannot be used."""
+        if self._info is not None:
+            return self._info
+        try:
+            text = self.transport.get("nix-cache-info").decode("utf-8", "replace")
+        except NotFound:
+            raise ClosureError(f"{self.url} is not a Nix binary cache (it has no nix-cache-info); "
+                               f"cannot read {about}") from None
+        except FetchError as exc:
+            raise ClosureError(f"cannot read {about} from the binary cache: {exc}") from None
+        fields = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields[key.strip()] = value.strip()
+        store = fields.get("StoreDir", "").rstrip("/")
+        if not store.startswith("/"):
+            raise ClosureError(f"{self.url} is not a Nix binary cache (its nix-cache-info names no StoreDir); "
+                               f"cannot read {about}")
+        priority = int(fields["Priority"]) if fields.get("Priority", "").isdigit() else None
+        self._info = CacheInfo(store, priority)
+        return self._info
+
+    # -- narinfo -----------------------------------------------------------------------
+
+    def narinfo(self, path: str, referrer: str | None = None) -> NarInfo:
+        """The checked narinfo of `path`; `referrer` is the path that
+        references it, for the message when it is missing."""
+        known = self.known.get(path)
+        if known is not None:
+            return known
+        store = self.info(path).store_dir
+        key = hash_part(path)
+        text = None if self.refresh else self._cached(key)
+        fresh = text is None
+        if fresh:
+            try:
+                text = self.transport.get(f"{key}.narinfo").decode("utf-8")
+            except NotFound:
+                by = f" (referenced by {referrer})" if referrer else ""
+                raise ClosureError(f"{path}{by}: the binary cache {self.url} has no narinfo for it") from None
+            except FetchError as exc:
+                raise ClosureError(f"{path}: cannot read its narinfo: {exc}") from None
+            except UnicodeDecodeError:
+                raise ClosureError(f"{path}: its narinfo in {self.url} is garbled (not UTF-8)") from None
+        try:
+            info = parse_narinfo(text, store)
+        except NarInfoError as exc:
+            if not fresh:  # a damaged copy in the local cache: fetch it again
+                return self._refetch(path, referrer)
+            raise ClosureError(f"{path}: its narinfo in {self.url} is damaged: {exc}") from None
+        if info.store_path != path:
+            if not fresh:
+                return self._refetch(path, referrer)
+            raise ClosureError(f"{path}: the binary cache {self.url} answers with the narinfo of "
+                               f"{info.store_path} instead")
+        if self.trusted_keys is not None:
+            why = check_signature(info, self.trusted_keys)
+            if why is not None:
+                raise ClosureError(f"{path}: its narinfo in {self.url} is not trusted: {why}")
+        if fresh:
+            self._keep(key, text)
+        self.known[path] = info
+        return info
+
+    def _refetch(self, path: str, referrer: str | None) -> NarInfo:
+        refresh, self.refresh = self.refresh, True
+        try:
+            return self.narinfo(path, referrer)
+        finally:
+            self.refresh = refresh
+
+    def _cached(self, key: str) -> str | None:
+        if self.local_dir is None:
+            return None
+        try:
+            with open(os.path.join(self.local_dir, f"{key}.narinfo"), encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _keep(self, key: str, text: str) -> None:
+        """Write atomically; a cache that cannot be written is only slower."""
+        if self.local_dir is None:
+            return
+        try:
+            os.makedirs(self.local_dir, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.local_dir, prefix=f".{key}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.replace(tmp, os.path.join(self.local_dir, f"{key}.narinfo"))
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            pass
+
+    # -- closures ------------------------------------------------------------------------
+
+    def check_target(self, target: str) -> str:
+        store = self.info(target).store_dir
+        head, _, base = target.rstrip("/").rpartition("/")
+        if head != store or not is_store_basename(base):
+            raise ClosureError(f"with --store, a target is a full store path in {store}: {target}")
+        return f"{head}/{base}"
+
+    def narinfos(self, roots: list[str]) -> dict[str, NarInfo]:
+        """The narinfo of every path in the closure of `roots`, `workers`
+        requests at a time. The first failure cancels what is queued."""
+        roots = [self.check_target(r) for r in roots]
+        found: dict[str, NarInfo] = {}
+        done: queue.SimpleQueue = queue.SimpleQueue()
+        seen = set(roots)
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="narinfo")
+        in_flight = 0
+        try:
+            def submit(path: str, referrer: str | None) -> None:
+                nonlocal in_flight
+                fut = pool.submit(self.narinfo, path, referrer)
+                fut.add_done_callback(lambda f, p=path: done.put((p, f)))
+                in_flight += 1
+
+            for r in roots:
+                submit(r, None)
+            while in_flight:
+                path, fut = done.get()
+                in_flight -= 1
+                if fut.exception() is not None:
+                    self.transport.cancel()  # what is in flight need not be retried: the walk has failed
+                info = fut.result()
+                found[path] = info
+                for ref in info.references:
+                    if ref not in seen:
+                        seen.add(ref)
+                        submit(ref, path)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return found
+
+    def closure(self, roots: list[str]) -> Closure:
+        infos = self.narinfos(roots)
+        entries = {p: {"nar_size": i.nar_size, "references": list(i.references)} for p, i in infos.items()}
+        roots = list(dict.fromkeys(self.check_target(r) for r in roots))
+        return Closure(build_graph(entries), roots, self.url, self.info(roots[0]).store_dir)
+
+    def close(self) -> None:
+        self.transport.close()

@@ -1,0 +1,192 @@
+"""Judge what objects open at run time (loader/dlopen.py): one row per
+object and name for the listing, and findings where a name would not load.
+
+- driver: in a Nix store the opener needs a driver directory in its own
+  search path (missing-driver-runpath, as for a DT_NEEDED driver library);
+- toolkit: must resolve inside the closure or tree (unresolved-dlopen-library);
+- optional, unknown: info when they resolve nowhere; never an error.
+
+Every finding names the opener, the string that names the library and its
+byte offset in the opener.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..elf.reader import ElfFile
+from ..elf.strings import NameReader
+from ..loader import dlopen
+from ..loader.chains import Resolved
+from ..loader.model import ALREADY_LOADED, DRIVER, NOT_FOUND, PRELOADED, Chain, Loader
+from .collector import Findings
+
+UNRESOLVED, OPTIONAL_ABSENT, UNKNOWN_ABSENT = (
+    "unresolved-dlopen-library", "optional-dlopen-library", "unknown-dlopen-library")
+DRIVER_RULE = "missing-driver-runpath"
+
+
+@dataclass
+class Row:
+    """One library one object may open, and where it was found."""
+
+    file: str  # the opener, which holds the string
+    name: str
+    string: str
+    offset: int
+    klass: str
+    family: str | None
+    how: str  # as in the load tree: runpath, rpath, default, already-loaded, driver, not-found, ...
+    path: str | None
+    inside: bool  # found inside the closure or tree (or the driver, or already loaded)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "name": self.name, "string": self.string, "offset": self.offset,
+                "class": self.klass, "family": self.family, "how": self.how, "path": self.path,
+                "inside": self.inside}
+
+
+class OpenedJudge:
+    """Reads the names once per object, resolves them in every chain that
+    loads the object, and adds findings to the run's collector."""
+
+    def __init__(self, loader: Loader, findings: Findings, providers: dict[str, list[str]] | None = None):
+        self.loader = loader
+        self.env = loader.env
+        self.add = findings.add
+        self.providers = providers or {}
+        self.bytes_scanned = 0
+        self.problems: list[tuple[str, str]] = []
+        self._requests: dict[str, list[dlopen.Request]] = {}
+        self._rows: dict[tuple[str, str], Row] = {}
+        self._searches: dict = {}  # pattern searches, shared by every chain
+
+    def read(self, objects: dict[str, ElfFile], names: dict | None = None) -> None:
+        """Take the names of many objects: those already read (`names`, from
+        a NameReader), and read the rest, big files in parallel."""
+        names = dict(names or {})
+        reader = NameReader()
+        for p in objects:
+            if p not in names and p not in self._requests:
+                reader.submit(p)
+        names.update(reader.results())
+        for path, got in names.items():
+            if path in objects and path not in self._requests:
+                self._store(path, objects[path], got)
+
+    def requests(self, path: str, elf: ElfFile) -> list[dlopen.Request]:
+        found = self._requests.get(path)
+        if found is None:
+            reader = NameReader(1)
+            reader.submit(path)
+            found = self._store(path, elf, reader.results()[path])
+        return found
+
+    def _store(self, path: str, elf: ElfFile, got) -> list[dlopen.Request]:
+        if isinstance(got, str):
+            self.problems.append((path, got))
+            got = ([], 0)
+        names, searched = got
+        self.bytes_scanned += searched
+        found = self._requests[path] = dlopen.requests(elf, names, self.env.driver_libraries)
+        return found
+
+    @property
+    def rows(self) -> list[Row]:
+        return sorted(self._rows.values(), key=lambda r: (r.file, r.name))
+
+    def judge(self, chain: Chain) -> None:
+        names = None
+        for obj in chain.objects:
+            if obj.leaf:
+                continue
+            requests = self.requests(obj.real, obj.elf)
+            if not requests:
+                continue
+            if names is None:
+                names = dlopen.loaded_names(chain)
+            self._driver(chain, obj, [r for r in requests if r.klass == "driver"])
+            for request in requests:
+                res = dlopen.resolve(self.loader, chain, obj, request, names, self._searches)
+                inside = res.how in (DRIVER, ALREADY_LOADED, PRELOADED) or (
+                    res.how != NOT_FOUND and self.env.inside(self.loader.realpath(res.path)))
+                row = Row(obj.real, request.name, request.string, request.offset, request.klass, request.family,
+                          res.how, res.path, inside)
+                key = (obj.real, request.name)
+                # An object judged in several chains: keep the worst outcome.
+                if key not in self._rows or (self._rows[key].inside and not inside):
+                    self._rows[key] = row
+                if request.klass == "toolkit" and not inside or res.how == NOT_FOUND:
+                    self._absent(chain, obj.real, request, res)
+
+    def _evidence(self, request: dlopen.Request) -> dict:
+        return {"string": request.string, "offset": request.offset, "section": request.section,
+                "class": request.klass, "family": request.family}
+
+    def _driver(self, chain: Chain, obj, drivers: list[dlopen.Request]) -> None:
+        env = self.env
+        if not env.nix or not drivers:
+            return
+        dirs = self.loader.search_path(obj, chain.root)
+        if any(d.path in env.driver_dirs for d in dirs):
+            return
+        first = min(drivers, key=lambda r: (not r.name.startswith("libcuda.so"), r.offset))
+        others = len(drivers) - 1
+        self.add(DRIVER_RULE, obj.real,
+                 f"opens driver library {first.name} at run time (string at offset {first.offset:#x}"
+                 f"{f', and {others} more' if others else ''}) but no driver directory "
+                 f"({', '.join(env.driver_dirs)}) is in its runpath",
+                 needed=first.name, opened=sorted(r.name for r in drivers), **self._evidence(first))
+
+    def _absent(self, chain: Chain, file: str, request: dlopen.Request, res) -> None:
+        where = "closure" if self.env.nix else "tree"
+        found = f"; it would load from outside the {where}, at {res.path}" if res.path and res.how != NOT_FOUND else ""
+        searched = f"searched {len(res.searched)} director{'y' if len(res.searched) == 1 else 'ies'}"
+        if res.error:
+            searched = res.error
+        text = f"opens {_named(request)}, which is not in the {where}; {searched}{found}"
+        fields = dict(needed=request.name, searched=res.searched, found=res.path if res.how != NOT_FOUND else None,
+                      chain=[o.real for o in _loaders(chain, file)], **self._evidence(request))
+        providers = [] if res.error else self.providers.get(request.name, [])
+        if request.klass == "toolkit" and providers and not chain.root.elf.is_executable and res.how == NOT_FOUND:
+            # As for a DT_NEEDED entry: the audit holds the file, this object's
+            # search path does not reach it, so it loads only where the process has it already.
+            self.add("needs-preloaded-library", file,
+                     f"opens {_named(request)}, which is not in its search path; it loads only if the "
+                     f"process already has {providers[0]}",
+                     providers=providers, **fields)
+        elif request.klass == "toolkit":
+            self.add(UNRESOLVED, file, text, **fields)
+        elif request.klass == "optional":
+            self.add(OPTIONAL_ABSENT, file, f"may open {_named(request)}, found nowhere: optional, what needs it "
+                     f"is off", **fields)
+        elif request.klass == "unknown":
+            self.add(UNKNOWN_ABSENT, file, text, **fields)
+
+
+def _named(request: dlopen.Request) -> str:
+    """How a finding names what is opened: the name, and the string with its offset."""
+    string = "" if request.string == request.name else f" {request.string!r}"
+    return f"{request.name} (string{string} at offset {request.offset:#x})"
+
+
+def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, names: dict | None = None) -> OpenedJudge:
+    """Judge every chain; the judge keeps the rows for the listing. `names`:
+    what a NameReader already read, by path."""
+    judge = OpenedJudge(loader, findings, resolved.providers)
+    judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf}, names)
+    for chain in resolved.chains:
+        judge.judge(chain)
+    for path, reason in judge.problems:
+        findings.add("invalid-elf", path, reason, reason=reason)
+    return judge
+
+
+def _loaders(chain: Chain, file: str) -> list:
+    """The load chain from the chain's first object down to `file`."""
+    obj = next((o for o in chain.objects if o.real == file), None)
+    out = []
+    while obj is not None:
+        out.append(obj)
+        obj = obj.parent
+    return out[::-1]

@@ -1,0 +1,99 @@
+"""A host's files seen from a root directory: paths are the host's own
+(`/run/opengl-driver/lib`), symlinks are followed inside the root as a
+chroot would (an absolute link target starts again at the root), and
+commands are found on PATH under the root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+
+class Root:
+    def __init__(self, path: str = "/"):
+        self.path = os.path.realpath(path)
+
+    def local(self, host_path: str) -> str:
+        """Where a host path lies on this machine."""
+        if self.path == "/":
+            return host_path
+        return os.path.join(self.path, host_path.lstrip("/"))
+
+    def resolve(self, host_path: str) -> str | None:
+        """The host path with every symlink resolved inside the root; None for
+        a link loop. Components that do not exist are kept as they are."""
+        parts = [p for p in host_path.split("/") if p]
+        done = "/"
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                done = os.path.dirname(done)
+                continue
+            candidate = os.path.join(done, part)
+            local = self.local(candidate)
+            if os.path.islink(local):
+                hops += 1
+                if hops > 40:
+                    return None
+                target = os.readlink(local)
+                if target.startswith("/"):
+                    done = "/"
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            done = candidate
+        return done
+
+    def exists(self, host_path: str) -> bool:
+        real = self.resolve(host_path)
+        return real is not None and os.path.exists(self.local(real))
+
+    def isfile(self, host_path: str) -> bool:
+        real = self.resolve(host_path)
+        return real is not None and os.path.isfile(self.local(real))
+
+    def isdir(self, host_path: str) -> bool:
+        real = self.resolve(host_path)
+        return real is not None and os.path.isdir(self.local(real))
+
+    def listdir(self, host_path: str) -> list[str]:
+        real = self.resolve(host_path)
+        try:
+            return sorted(os.listdir(self.local(real))) if real else []
+        except OSError:
+            return []
+
+    def read_text(self, host_path: str, limit: int = 1 << 20) -> str | None:
+        real = self.resolve(host_path)
+        if real is None:
+            return None
+        try:
+            with open(self.local(real), "rb") as f:
+                return f.read(limit).decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def which(self, name: str, search: str | None = None) -> str | None:
+        """The host path of a command on PATH (`search`, default $PATH) under the root."""
+        for d in (search if search is not None else os.environ.get("PATH", "")).split(":"):
+            if d.startswith("/"):
+                candidate = os.path.join(d, name)
+                real = self.resolve(candidate)
+                if real is not None and os.access(self.local(real), os.X_OK) and os.path.isfile(self.local(real)):
+                    return candidate
+        return None
+
+    def run(self, host_path: str, args: list[str], timeout: float = 20) -> tuple[int, str, str] | None:
+        """Run a command found under the root: (status, stdout, stderr), or
+        None when it cannot be started or does not finish in time."""
+        real = self.resolve(host_path)
+        if real is None:
+            return None
+        try:
+            p = subprocess.run([self.local(real), *args], capture_output=True, text=True, timeout=timeout,
+                               errors="replace")
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return p.returncode, p.stdout, p.stderr
