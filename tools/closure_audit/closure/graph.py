@@ -73,16 +73,23 @@ def parse_path_info(data, store: str, source: str) -> dict[str, dict]:
         if not isinstance(info, dict):
             raise ClosureError(f"{source}: the entry of {path} is not an object")
         s = info.get("storeDir", store)
-        try:
-            nar = int(info["narSize"])
-            refs = [_absolute(r, s) for r in info.get("references", [])]
-        except (KeyError, TypeError, ValueError):
+        refs = info.get("references", [])
+        nar = info.get("narSize")
+        closure = info.get("closureSize", 0)
+        if not (isinstance(s, str) and isinstance(refs, list) and all(isinstance(r, str) for r in refs)
+                and _size(nar) and _size(closure)):
             raise ClosureError(f"{source}: the entry of {path} has no usable narSize/references") from None
-        entry = {"nar_size": nar, "references": refs}
+        entry = {"nar_size": nar, "references": [_absolute(r, s) for r in refs]}
         if "closureSize" in info:
-            entry["closure_size"] = int(info["closureSize"])
+            entry["closure_size"] = closure
         out[_absolute(path, s)] = entry
+    if not out:
+        raise ClosureError(f"{source}: no store paths in it (not a nix path-info dump?)")
     return out
+
+
+def _size(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def build_graph(entries: dict[str, dict]) -> nx.DiGraph:
@@ -113,6 +120,8 @@ def parse_dump_db(text: str) -> dict[str, dict]:
                 continue
             path, nar = lines[i], int(lines[i + 2])
             count = int(lines[i + 4])
+            if nar < 0 or count < 0 or i + 5 + count > len(lines):
+                raise ValueError(path)
             refs = lines[i + 5:i + 5 + count]
             out[path] = {"nar_size": nar, "references": refs}
             i += 5 + count
@@ -177,19 +186,21 @@ def load_dump(file: str, targets: list[str]) -> Closure:
         raise ClosureError(f"path-info dump not found: {file}") from None
     except OSError as exc:
         raise ClosureError(f"cannot read {file}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ClosureError(f"{file} is not JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise _not_a_closure(file, "not text") from None
     store = store_dir()
     if text.lstrip().startswith(("{", "[")):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ClosureError(f"{file} is not JSON: {exc}") from None
+            raise _not_a_closure(file, f"not JSON: {exc}") from None
+        except RecursionError:
+            raise _not_a_closure(file, "JSON nested too deeply") from None
         entries = parse_path_info(data, store, file)
     elif text.startswith(store + "/"):
         entries = parse_dump_db(text)
     else:
-        raise ClosureError(f"{file} is not JSON: neither a path-info dump nor a registration")
+        raise _not_a_closure(file, "neither JSON nor a registration")
     graph = build_graph(entries)
     if targets:
         roots = [_match_root(graph, t, file) for t in targets]
@@ -200,6 +211,13 @@ def load_dump(file: str, targets: list[str]) -> Closure:
     return Closure(graph, roots, file, store)
 
 
+def _not_a_closure(file: str, why: str) -> ClosureError:
+    hint = f"; to audit what {file} builds, build it (nix-build {file}) and give the result link" \
+        if file.endswith(".nix") else ""
+    return ClosureError(f"{file} is not a saved closure ({why}); a target is a store path, a result link, an "
+                        f"installable (.#attr) or a `nix path-info --json --recursive` dump{hint}")
+
+
 def _match_root(graph: nx.DiGraph, target: str, file: str) -> str:
     if target in graph:
         return target
@@ -208,6 +226,17 @@ def _match_root(graph: nx.DiGraph, target: str, file: str) -> str:
     if len(hits) != 1:
         raise ClosureError(f"{file}: {target} names {'no' if not hits else len(hits)} paths of the dump")
     return hits[0]
+
+
+def looks_like_dump(file: str, limit: int = 256 << 20) -> bool:
+    """Whether a file (of at most `limit` bytes) is a saved closure."""
+    try:
+        if os.path.getsize(file) > limit:
+            return False
+        load_dump(file, [])
+    except (OSError, ClosureError):
+        return False
+    return True
 
 
 def is_dump_file(target: str) -> bool:

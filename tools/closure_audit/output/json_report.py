@@ -14,11 +14,11 @@ from .. import __version__, schemas
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject
 from ..findings.rules import Finding
-from .text import printable
+from .text import utf8
 
 def _clean(value):
     if isinstance(value, str):
-        return printable(value)
+        return utf8(value)
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):
