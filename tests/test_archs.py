@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import assert_matches_pyelftools, run_cli, validate
-from cudagen import Nvcc, find_nvcc, gencode
+from cudagen import KERNEL, Nvcc, find_nvcc, gencode
 from nixstore import needs_nix, nix_build
 from parts import needs
 from closure_audit.findings.gpu import group
@@ -432,3 +432,43 @@ def test_a_nix_config_that_cannot_be_used(fatbins, tmp_path, config, message):
     cfg.write_text(config)
     p = run_cli("archs", str(fatbins["multi.so"]), "--from-nix-config", str(cfg))
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.fixture(scope="module")
+def in_ldata(fatbins, tmp_path_factory) -> Path:
+    """cuFFT's layout: a library with device code of its own in .nv_fatbin
+    (sm_75) and more in .ldata (the first container of multi.so: sm_86 and
+    sm_90 cubins), among decoys."""
+    work = tmp_path_factory.mktemp("ldata")
+    (work / "k.cu").write_text(KERNEL)
+    obj = Nvcc(NVCC, work).build("k75.o", gencode("75:sm_75") + ["-c", "-Xcompiler", "-fPIC"], shared=False)
+    data = fatbins["multi.so"].read_bytes()
+    start = read_file(str(fatbins["multi.so"])).entries[0].offset - 16
+    container = data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
+    decoy = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)
+    (work / "d.c").write_text(c_array("pad", b"\x01" * 4096, ".ldata") + c_array("decoy", decoy, ".ldata")
+                              + c_array("real", container, ".ldata") + c_array("cut", container[:200], ".ldata"))
+    out = work / "libldata.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(obj), str(work / "d.c")], check=True)
+    assert_matches_pyelftools(str(out))
+    return out
+
+
+def test_containers_in_ldata_are_found_without_deep(in_ldata):
+    code, plain = archs(in_ldata)
+    _, deep = archs(in_ldata, "--deep")
+    assert plain["files"] == deep["files"]
+    (f,) = plain["files"]
+    got = sorted({(c["section"], c["code"]) for c in f["codes"]})
+    assert got == [(".ldata", "sm_86"), (".ldata", "sm_90"), (".nv_fatbin", "sm_75")]
+    assert not f["problems"]
+
+
+def test_no_missing_arch_that_deep_shows_and_the_same_pruning_advice(in_ldata):
+    code, report = archs(in_ldata, "--capabilities", "7.5,8.6,9.0")
+    assert code == 0 and "missing-gpu-arch" not in {r for r, _ in rules(report)}
+    plain = archs(in_ldata, "--capabilities", "8.6")[1]
+    deep = archs(in_ldata, "--capabilities", "8.6", "--deep")[1]
+    assert rules(plain) == rules(deep) == [("unexpected-gpu-arch", "sm_75"), ("unexpected-gpu-arch", "sm_90")]
+    assert plain["summary"]["prunable"] == deep["summary"]["prunable"] > 0
+    assert [f["stored"] for f in plain["findings"]] == [f["stored"] for f in deep["findings"]]

@@ -70,3 +70,30 @@ def test_deep_finds_the_code_kept_outside_fatbin_sections():
     assert outside["libcusparse.so.12"] == {".rodata"}
     assert ".cask_resource" in outside["libcublasLt.so.13"]
     assert all(not f["problems"] for f in files.values())
+
+
+def test_no_missing_arch_that_cuobjdump_shows(report):
+    """Requesting every architecture cuobjdump lists cubins for in a library
+    never makes archs call one of them missing."""
+    for f in report["files"]:
+        caps = sorted({arch.split("_")[1] for kind, arch in cuobjdump_listing(CUOBJDUMP, f["path"])
+                       if kind == "cubin"})
+        if not caps:
+            continue
+        # sm_90a -> 9.0a (cuobjdump prints family code sm_100f as sm_100); only what CUDA's table knows
+        digits = [(c.rstrip("af"), c[len(c.rstrip("af")):]) for c in caps]
+        wanted = ",".join(cap for cap in (f"{d[:-1]}.{d[-1]}{v}" for d, v in digits) if known(cap))
+        p = run_cli("archs", "--json", "--capabilities", wanted, f["path"], timeout=600)
+        missing = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "missing-gpu-arch"]
+        assert missing == [], (f["path"], wanted, missing)
+
+
+def known(capability: str) -> bool:
+    from closure_audit.errors import UsageError
+    from closure_audit.gpu.request import make_request
+
+    try:
+        make_request([capability], False, "test")
+    except UsageError:
+        return False
+    return True

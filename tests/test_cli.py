@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import run_cli, validate
+from conftest import ROOT, run_cli, validate
 
 pytestmark = pytest.mark.fhs
 
@@ -122,14 +124,20 @@ def test_result_symlink_into_a_store(build, tmp_path):
     assert [f["rule"] for f in report["findings"]] == ["runpath-impure"] and p.returncode == 1
 
 
-def test_non_utf8_names_give_valid_json(build):
-    lib = build.lib("libA.so")
+def test_non_utf8_names_are_audited_and_shown_escaped(build):
+    """A valid library whose name is not UTF-8 is read by its contents (here:
+    a need that is missing), and shown with \\xNN escapes in JSON and text."""
+    dep = build.lib("libdep.so")
+    lib = build.lib("libA.so", links=[dep])
     os.rename(lib, os.fsencode(str(build.root)) + b"/lib\xff.so")
+    dep.unlink()
     p = run_cli("audit", "--json", str(build.root))
     report = json.loads(p.stdout)
     validate(report)
     (f,) = report["findings"]
-    assert f["file"].endswith("lib\\xff.so") and f["rule"] == "invalid-elf"
+    assert f["file"].endswith("lib\\xff.so") and f["rule"] == "unresolved-library" and p.returncode == 1
+    text = run_cli("audit", str(build.root))
+    assert "lib\\xff.so" in text.stdout and "invalid-elf" not in text.stdout
 
 
 def test_progress_appears_only_on_a_terminal(monkeypatch):
@@ -139,11 +147,11 @@ def test_progress_appears_only_on_a_terminal(monkeypatch):
         def __init__(self, tty):
             self.is_terminal = tty
 
-    quiet = _LazyProgress(Console(False), "files")
+    quiet = _LazyProgress(Console(False), "file")
     quiet.DELAY = 0
     quiet(1000)
     assert quiet.progress is None
-    shown = _LazyProgress(Console(True), "files")
+    shown = _LazyProgress(Console(True), "file")
     shown.DELAY = 0
     from rich.console import Console as Real
     import io
@@ -152,7 +160,7 @@ def test_progress_appears_only_on_a_terminal(monkeypatch):
     shown(1000)
     assert shown.progress is not None
     shown.stop()
-    early = _LazyProgress(Console(True), "files")  # a scan shorter than the delay shows nothing
+    early = _LazyProgress(Console(True), "file")  # a scan shorter than the delay shows nothing
     early(10)
     assert early.progress is None
 
@@ -167,3 +175,17 @@ def test_an_old_nix_is_refused_in_one_line(tmp_path, version, message):
     fake.chmod(0o755)
     p = run_cli("size", ".#python3Packages.torch", env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+
+
+def test_a_tree_audit_loads_only_what_it_needs(build):
+    """Start-up is most of a tree audit's time (benchmarks/bench_audit.py):
+    the closure layer (numpy, igraph, orjson) and the wheel reader (zipfile
+    and its codecs) load only for the targets that need them."""
+    build.lib("libx.so")
+    code = ("import sys; from closure_audit.cli import main; main(['audit', '--json', sys.argv[1]]); "
+            "print(' '.join(m for m in ('numpy', 'igraph', 'orjson', 'zipfile', 'closure_audit.elf.wheel') "
+            "if m in sys.modules), "
+            "file=sys.stderr)")
+    p = subprocess.run([sys.executable, "-c", code, str(build.root)], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))
+    assert p.stderr.strip() == ""

@@ -317,7 +317,7 @@ def test_closure_errors_are_one_line(store, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     cases = [
-        (["why", "--path-info", str(bad)], "is not JSON"),
+        (["why", "--path-info", str(bad)], "is not a saved closure (not JSON"),
         (["size", str(tmp_path)], "not in the Nix store"),
         (["size", os.path.dirname(store["torch"]) + "/" + "1" * 32 + "-gone"], "is not in the store"),
         (["why", "--path-info", str(tmp_path / "missing.json")], "path-info dump not found"),
@@ -458,3 +458,62 @@ def test_installables_are_resolved_never_built_without_build(tmp_path):
     assert root.endswith(f"-fixture-installable-{os.getpid()}") and report["summary"]["paths"] == 1
     p, again = cli_json("size", installable)  # built now: resolved without --build
     assert again["target"] == [root]
+
+
+def test_a_file_that_is_no_closure_says_what_a_target_may_be(tmp_path):
+    nix_file = tmp_path / "default.nix"
+    nix_file.write_text("{ pkgs ? import <nixpkgs> {} }: pkgs.hello\n")
+    p = run_cli("size", str(nix_file))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "a target is a store path, a result link, an installable (.#attr)" in p.stderr
+    assert f"nix-build {nix_file}" in p.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    p = run_cli("size", "--path-info", str(empty))
+    assert p.returncode == 2 and "no store paths" in p.stderr
+
+
+def _forbidden(report: dict) -> list:
+    return sorted((f["file"], f["pattern"], tuple(f["chain"])) for f in report["findings"]
+                  if f["rule"] == "forbidden-path")
+
+
+def test_audit_reports_the_forbidden_paths_why_reports(store, tmp_path):
+    """A store path, a result link, a saved closure: audit finds what why finds, with the chain."""
+    _, why = cli_json("why", store["torch"])
+    p, audit = cli_json("audit", store["torch"])
+    assert p.returncode == 1 and _forbidden(audit) == _forbidden(why)
+    assert {f[1] for f in _forbidden(audit)} == {"cudatoolkit-*", "magma-*"}
+    hops = next(f["hops"] for f in audit["findings"] if f.get("pattern") == "magma-*")
+    assert hops[0]["evidence"][0]["file"] == "share/cmake/TorchConfig.cmake"
+    os.symlink(store["torch"], tmp_path / "result")
+    _, via_link = cli_json("audit", str(tmp_path / "result"))
+    assert _forbidden(via_link) == _forbidden(why)
+    dump = tmp_path / "closure.json"
+    dump.write_text(json.dumps(path_info(store["torch"])))
+    _, via_dump = cli_json("audit", store["torch"], "--path-info", str(dump))
+    assert _forbidden(via_dump) == _forbidden(why)
+    text = run_cli("audit", store["torch"])
+    assert text.returncode == 1 and "forbidden (magma-*)" in text.stdout and "TorchConfig.cmake" in text.stdout
+
+
+def test_audit_of_an_installable(tmp_path):
+    flake = tmp_path / "flake"
+    flake.mkdir()
+    (flake / "flake.nix").write_text(f"""{{
+  outputs = {{ self }}: rec {{
+    packages.x86_64-linux.magma = builtins.derivation {{
+      name = "magma-2.7.2"; system = "x86_64-linux"; builder = "/bin/sh";
+      PATH = "/usr/bin:/bin"; args = [ "-ec" "mkdir $out; echo {os.getpid()} > $out/x" ];
+    }};
+    packages.x86_64-linux.default = builtins.derivation {{
+      name = "fixture-app-{os.getpid()}"; system = "x86_64-linux"; builder = "/bin/sh";
+      PATH = "/usr/bin:/bin"; magma = packages.x86_64-linux.magma;
+      args = [ "-ec" "mkdir -p $out/bin; cp /bin/true $out/bin/app; echo $magma > $out/magma-root" ];
+    }};
+  }};
+}}
+""")
+    p, report = cli_json("audit", f"path:{flake}#default", "--build")
+    assert p.returncode == 1 and [f[1] for f in _forbidden(report)] == ["magma-*"]
+    assert report["target"][0].endswith(f"-fixture-app-{os.getpid()}")

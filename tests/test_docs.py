@@ -30,3 +30,13 @@ def test_every_command_that_prints_json_is_documented_in_the_json_contract():
     printing = {name for name, p in parsers.items() if "--json" in p._option_string_actions}
     assert printing == set(COMMANDS) - {"report"}  # report writes a page, no JSON
     assert set(re.findall(r"^## ([a-z]+)$", text, re.M)) >= printing
+
+
+def test_the_driver_table_is_the_documented_one():
+    from closure_audit.loader.libraries import DRIVER_LIBRARIES
+
+    text = (ROOT / "docs/loader.md").read_text()
+    section = text.split("## Driver libraries", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (`[^|]+`) \|", section, re.M)
+    documented = [p for row in rows for p in re.findall(r"`([^`]+)`", row)]
+    assert documented == list(DRIVER_LIBRARIES)

@@ -166,13 +166,13 @@ DYN_PH = 64 + 2 * 56
 @pytest.mark.parametrize("mutate, reason", [
     (lambda d: _patch(d, 32, "<Q", 1 << 40), "past the end"),
     (lambda d: _patch(d, 56, "<H", 5000), "past the end"),
-    (lambda d: _patch(d, DYN_PH + 32, "<Q", 1 << 33), "dynamic segment .* runs past the end"),
+    (lambda d: _patch(d, DYN_PH + 32, "<Q", 1 << 33), "PT_DYNAMIC.* runs past the end"),
     (lambda d: _patch(d, DYN_PH + 8, "<Q", len(d) + 4096), "runs past the end"),
     (lambda d: d[:100], "past the end"),
     (lambda d: d[:40], "past the end"),
     (lambda d: _patch(d, 4, "B", 7), "unknown ELF class"),
     (lambda d: _patch(d, 5, "B", 3), "unknown ELF data encoding"),
-    (lambda d: _patch(d, 64 + 56 + 8, "<Q", len(d)), "PT_INTERP .* past the end"),
+    (lambda d: _patch(d, 64 + 56 + 8, "<Q", len(d)), "PT_INTERP.* past the end"),
     (lambda d: _patch(d, 64 + 56 + 32, "<Q", 3), "PT_INTERP .* not NUL-terminated"),
 ])
 def test_hostile_headers(tmp_path, mutate, reason):
@@ -193,7 +193,7 @@ def test_string_index_out_of_range(tmp_path):
     spec = elfgen.Spec(extra_tags=[(elfgen.DT_NEEDED, 1 << 20)])
     p = tmp_path / "badstr.so"
     p.write_bytes(elfgen.build(spec))
-    with pytest.raises(InvalidElf, match="outside the string table"):
+    with pytest.raises(InvalidElf, match="outside the dynamic string table"):
         read_elf(str(p))
 
 

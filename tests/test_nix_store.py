@@ -53,6 +53,7 @@ def test_store_paths(tmp_path):
         ("missing-driver-runpath", "libcuda.so.1"),
         ("stub-in-runpath", [e for e in found if e[0] == "stub-in-runpath"][0][1]),
         ("runpath-impure", "/build/source/lib"),
+        ("forbidden-path", None),  # the stubs' store path, kept in the closure by the runpath entry
     }
     stub = [e for e in found if e[0] == "stub-in-runpath"][0][1]
     assert stub.startswith("/nix/store/") and stub.endswith("-fixture-cuda-stubs/lib/stubs")

@@ -209,3 +209,19 @@ def test_committed_output_lists_are_what_the_generator_writes():
                 assert platform in manifest[name], (path, name, platform)
                 assert set(entry["outputs"]) <= set(OUTPUTS) and entry["outputs"], (path, name)
                 assert entry["inspected"].split()[0] in ("tarball", "directory", "wheel")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{}", "no packages"),
+    ('{"release_label": "13.0.9", "release_product": "cuda"}', "no packages"),
+    ("[]", "a JSON object of packages"),
+    ('{"x": {"version": 3}}', "'x.version' must be a string"),
+    ('{"x": {"version": "1", "linux-x86_64": {"relative_path": "a"}}}', "'x.linux-x86_64' must be an object"),
+    ('{"x": {"version": "1", "linux-x86_64": []}}', "'x.linux-x86_64' must be an object"),
+    ("{not json", "cannot read manifest"),
+])
+def test_manifest_that_names_nothing_usable_fails(tmp_path, content, message):
+    path = tmp_path / "redistrib.json"
+    path.write_text(content)
+    p = run_tool("manifest", str(path), str(tmp_path))
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr

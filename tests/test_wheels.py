@@ -115,7 +115,8 @@ def test_missing_cudart_is_reported_even_when_the_host_has_one(tmp_path):
     policy.write_text(f"[host]\ndirectories = {json.dumps([str(host), *libc])}\n")
     p = run_cli("audit", "--json", "--policy", str(policy), str(copy), timeout=600)
     hits = [f for f in json.loads(p.stdout)["findings"]
-            if f["rule"] == "resolved-on-host" and f["needed"] == "libcudart.so.13"]
+            if f["rule"] == "cuda-library-from-host" and f["needed"] == "libcudart.so.13"]
+    assert p.returncode == 1  # the import-time failure of a machine without that CUDA install
     # Reported on the first object of each chain that loads it (libtorch_cpu,
     # libtorch_python, ...); later ones find it already loaded.
     assert any("/torch/lib/libtorch_" in f["file"] for f in hits)
@@ -171,3 +172,24 @@ def test_extension_builder_accepts_every_capability():
         "-gencode=arch=compute_90a,code=compute_90a"})
     # Still refused: what is not a capability at all.
     assert "Unknown CUDA arch (sm_86)" in _arch_flags("8.6;sm_86", patched=True)["error"]
+
+
+def test_archs_finds_without_deep_what_deep_finds_in_device_code_libraries():
+    """cuFFT keeps 24,000 containers in .ldata, cuBLASLt and cuSPARSELt some
+    in .cask_resource, cuSPARSE some in .rodata: the plain listing of every
+    library with device code is the deep one, and so is the pruning advice."""
+    def run(*extra):
+        p = run_cli("archs", "--json", "--capabilities", "8.0,9.0", *extra, TREE, timeout=900)
+        assert p.returncode in (0, 1), p.stderr
+        return json.loads(p.stdout)
+
+    plain, deep = run(), run("--deep")
+    by_path = {f["path"]: f for f in deep["files"]}
+    for f in plain["files"]:
+        assert f == by_path[f["path"]], f["path"]
+    cufft = next(f for f in plain["files"] if f["path"].endswith("libcufft.so.12"))
+    assert {c["section"] for c in cufft["codes"]} == {".nv_fatbin", ".ldata"} and cufft["containers"] > 20000
+    key = lambda f: (f["rule"], f["file"], f.get("capability"), f.get("code"), f.get("stored"))  # noqa: E731
+    mine = sorted(map(key, plain["findings"]))
+    assert mine == sorted(key(f) for f in deep["findings"] if f["file"] in {g["path"] for g in plain["files"]})
+    assert not [f for f in plain["findings"] if f["rule"] == "missing-gpu-arch" and f["file"].endswith("libcufft.so.12")]

@@ -52,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(argv[0] if argv else None).parse_args(argv)
         if args.command is None:
             raise UsageError("a command or a target is required (try --help)")
-        return command(args.command).run(args)
+        status = command(args.command).run(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return status
     except InputError as exc:
         print(f"closure-audit: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print("closure-audit: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly; nothing is flushed at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_USAGE
 

@@ -10,6 +10,11 @@ from .errors import TargetError
 from .storepath import store_dir
 
 
+def is_wheel(path: str) -> bool:
+    """A Python wheel: audited as the tree it unpacks to."""
+    return path.endswith(".whl") and os.path.isfile(path)
+
+
 def tree_root_for_file(path: str) -> str:
     """The environment a lone file belongs to: the nearest ancestor that is a
     venv, a conda env or a Python prefix, else the file's own directory."""
@@ -39,8 +44,9 @@ def resolve_targets(targets: list[str], root: str | None = None) -> tuple[list[s
         real = os.path.realpath(t)
         reals.append(real)
         in_store = real.startswith(store + "/")
-        modes.add("nix-store" if in_store else "tree")
-        if os.path.isdir(real):
+        # A wheel is the tree pip would unpack, wherever it lies.
+        modes.add("nix-store" if in_store and not is_wheel(real) else "tree")
+        if os.path.isdir(real) or is_wheel(real):
             roots.append(real)
         else:
             roots.append(tree_root_for_file(real))
@@ -49,5 +55,5 @@ def resolve_targets(targets: list[str], root: str | None = None) -> tuple[list[s
     if root is not None:
         if not os.path.isdir(root):
             raise TargetError(f"--root is not a directory: {root}")
-        roots = [os.path.realpath(root)]
+        roots = [os.path.realpath(root)] + [r for r in reals if is_wheel(r)]
     return reals, modes.pop(), tuple(dict.fromkeys(roots))

@@ -16,3 +16,7 @@ def read_toml(path: str, what: str, error: type[Exception]) -> dict:
         raise error(f"cannot read {what} {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{what} {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise error(f"{what} {path} is not valid TOML: not UTF-8 text") from None
+    except RecursionError:
+        raise error(f"{what} {path} is not valid TOML: nested too deeply") from None

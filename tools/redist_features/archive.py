@@ -114,7 +114,9 @@ def members(source: Source) -> Iterator[Member]:
         yield from reader(source.path)
     except FileNotFoundError:
         raise ArchiveError(f"not found: {source.path}") from None
-    except (tarfile.TarError, zipfile.BadZipFile, lzma.LZMAError, zlib.error, EOFError, OSError) as exc:
+    except (tarfile.TarError, zipfile.BadZipFile, lzma.LZMAError, zlib.error, EOFError, OSError,
+            NotImplementedError, RuntimeError, ValueError) as exc:
+        # NotImplementedError: a zip feature Python lacks; RuntimeError: an encrypted member.
         raise ArchiveError(f"{source.path}: cannot read: {exc}") from None
 
 

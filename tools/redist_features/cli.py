@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from closure_audit.errors import InputError
@@ -25,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] == "manifest":
-            return _manifest(argv[1:])
+            status = _manifest(argv[1:])
+            sys.stdout.flush()
+            return status
         p = _Parser(prog="redist-features", description="Which outputs NVIDIA redistributables fill.")
         p.add_argument("--version", action="version", version=f"redist-features {__version__}")
         p.add_argument("sources", nargs="+", metavar="ARCHIVE_OR_DIR",
@@ -39,12 +42,17 @@ def main(argv: list[str] | None = None) -> int:
             for r in results:
                 counts = ", ".join(f"{o} ({r.files[o]})" for o in r.outputs) or "nothing but out"
                 print(f"{r.source.package} {r.source.version or ''} [{r.source.kind}]: {counts}")
+        sys.stdout.flush()
         return 0
     except InputError as exc:
         print(f"redist-features: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly; nothing is flushed at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
 
 
 def _manifest(argv: list[str]) -> int:

@@ -41,27 +41,57 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def generate(manifest_path: str, sources: list[str], cuda_variant: str | None = None) -> dict:
+def read_manifest(path: str) -> dict:
     try:
-        with open(manifest_path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ArchiveError(f"cannot read manifest {manifest_path}: {exc}") from None
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArchiveError(f"cannot read manifest {path}: {exc}") from None
+    except RecursionError:
+        raise ArchiveError(f"cannot read manifest {path}: nested too deeply") from None
+    return data
+
+
+def packages_of(manifest, source: str) -> dict[str, dict]:
+    """The packages of a manifest (entries with a version), each checked;
+    a manifest that is not an object, or holds no package, is an error."""
+    if not isinstance(manifest, dict):
+        raise ArchiveError(f"{source}: a manifest is a JSON object of packages, not {type(manifest).__name__}")
+    packages = {name: entry for name, entry in manifest.items() if isinstance(entry, dict) and "version" in entry}
+    if not packages:
+        raise ArchiveError(f"{source}: no packages (an entry with a 'version', as in NVIDIA's redistrib_*.json)")
+    for name, entry in packages.items():
+        if not isinstance(entry["version"], str):
+            raise ArchiveError(f"{source}: '{name}.version' must be a string")
+    return packages
+
+
+def _archive(entry: dict, name: str, platform: str, cuda_variant: str | None, source: str) -> dict | None:
+    """The archive a package names for a platform (and CUDA variant), checked."""
+    archive, key = entry.get(platform), f"{name}.{platform}"
+    if archive is not None and cuda_variant is not None:
+        if not isinstance(archive, dict):
+            raise ArchiveError(f"{source}: '{key}' must be an object")
+        archive, key = archive.get(f"cuda{cuda_variant}"), f"{key}.cuda{cuda_variant}"
+    if archive is None:
+        return None
+    if not isinstance(archive, dict) or not all(isinstance(archive.get(k), str) for k in ("relative_path", "sha256")):
+        raise ArchiveError(f"{source}: '{key}' must be an object with 'relative_path' and 'sha256' strings")
+    return archive
+
+
+def generate(manifest_path: str, sources: list[str], cuda_variant: str | None = None) -> dict:
+    manifest = read_manifest(manifest_path)
+    packages_in = packages_of(manifest, manifest_path)
     found = [identify(p) for p in _candidates(sources)]
     packages: dict[str, dict] = {}
     missing: dict[str, list[str]] = {}
-    for name, entry in sorted(manifest.items()):
-        if not isinstance(entry, dict) or "version" not in entry:
-            continue
+    for name, entry in sorted(packages_in.items()):
         version = entry["version"]
         for platform in PLATFORMS:
-            archive = entry.get(platform)
+            archive = _archive(entry, name, platform, cuda_variant, manifest_path)
             if archive is None:
                 continue
-            if cuda_variant is not None:
-                archive = archive.get(f"cuda{cuda_variant}")
-                if archive is None:
-                    continue
             archive_name = os.path.basename(archive["relative_path"])
             matches = sorted(
                 (s for s in found if s.package == name and s.platform == platform

@@ -2,18 +2,26 @@
 
 Paths are grouped by (package name, output), names split as nixpkgs names
 store paths (`pname-version-output`), so `torch-2.8.0-lib` and
-`torch-2.9.0-lib` are one package whose version changed.
+`torch-2.9.0-lib` are one package whose version changed. A package built for
+one CUDA or Python release carries that release as a name prefix
+(`cuda12.9-cuda_cudart`, `python3.12-numpy`): the prefix is part of what
+changed, not of what the package is, so `cuda12.9-cuda_cudart-12.9.79` and
+`cuda13.0-cuda_cudart-13.0.96` are one package, changed.
 """
 
 from __future__ import annotations
 
 import gc
+import re
 from dataclasses import dataclass, field
 
 from .graph import Closure
 from ..storepath import name_part, parse_name
 
 ADDED, REMOVED, CHANGED, REBUILT = "added", "removed", "changed", "rebuilt"
+
+# Release prefixes of package names: cuda12.9-, cuda13-, python3.12-, python3-, pypy3.10-.
+_RELEASE_PREFIX = re.compile(r"^((?:cuda|python|pypy)\d+(?:\.\d+)?)-(?=[^\d])")
 
 
 @dataclass
@@ -39,13 +47,29 @@ class PackageDiff:
                 "old_paths": self.old_paths, "new_paths": self.new_paths}
 
 
-def _group(closure: Closure) -> dict[tuple[str, str], list[tuple[str, str, int]]]:
-    """(package name, output) -> [(path, version, NAR size)], paths in name order."""
-    groups: dict[tuple[str, str], list[tuple[str, str, int]]] = {}
+def split_release(pname: str) -> tuple[str, str]:
+    """(release prefix, the rest) of a package name: ('python3.12', 'numpy')."""
+    m = _RELEASE_PREFIX.match(pname)
+    return (m.group(1), pname[m.end():]) if m else ("", pname)
+
+
+# A path as diff sees it: (path, pname, version, release prefix, NAR size).
+_Entry = tuple[str, str, str, str, int]
+
+
+def _group(closure: Closure) -> dict[tuple[str, str], list[_Entry]]:
+    """(package name without release, output) -> its paths, in name order;
+    each name is parsed once."""
+    groups: dict[tuple[str, str], list[_Entry]] = {}
     for path, nar in zip(closure.graph.paths, closure.graph.nar.tolist()):
         pname, version, output = parse_name(name_part(path))
-        groups.setdefault((pname, output), []).append((path, version, nar))
+        release, rest = split_release(pname)
+        groups.setdefault((rest, output), []).append((path, pname, version, release, nar))
     return groups
+
+
+def _versions(entries: list[_Entry], with_release: bool) -> list[str]:
+    return sorted({f"{v} ({rel})" if with_release and rel else v for _, _, v, rel, _ in entries})
 
 
 def diff(old: Closure, new: Closure) -> list[PackageDiff]:
@@ -64,15 +88,15 @@ def diff(old: Closure, new: Closure) -> list[PackageDiff]:
 def _diff(old: Closure, new: Closure) -> list[PackageDiff]:
     a, b = _group(old), _group(new)
     out = []
-    empty = ((), (), ())
     for key in sorted(a.keys() | b.keys()):
-        ea, eb = a.get(key), b.get(key)
-        if ea == eb:
+        ea, eb = a.get(key, []), b.get(key, [])
+        pa, pb = [e[0] for e in ea], [e[0] for e in eb]
+        if pa == pb:
             continue
-        pa, va, sa = zip(*ea) if ea else empty
-        pb, vb, sb = zip(*eb) if eb else empty
-        va, vb = sorted(set(va)), sorted(set(vb))
+        with_release = len({e[3] for e in ea + eb}) > 1
+        va, vb = _versions(ea, with_release), _versions(eb, with_release)
         status = ADDED if not pa else REMOVED if not pb else CHANGED if va != vb else REBUILT
-        out.append(PackageDiff(key[0], key[1], status, va, vb, sum(sa), sum(sb), list(pa), list(pb)))
+        name = (eb or ea)[-1][1]
+        out.append(PackageDiff(name, key[1], status, va, vb, sum(e[4] for e in ea), sum(e[4] for e in eb), pa, pb))
     out.sort(key=lambda d: (-abs(d.delta), d.name, d.output))
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..elf.reader import ELF_MAGIC, InvalidElf, parse_elf
@@ -61,9 +62,10 @@ class Evidence:
         return sorted(self.hits, key=lambda h: (KIND_RANK[h.kind], h.file, h.offset))[:limit]
 
 
-def scanner_for(closure) -> "Scanner":
-    """The scanner that finds the evidence of `closure` (a graph.Closure)."""
-    return closure.scanner() if closure.scanner is not None else Scanner(closure.store_dir)
+def scanner_for(closure, progress: Callable[[int], None] | None = None) -> "Scanner":
+    """The scanner that finds the evidence of `closure` (a graph.Closure);
+    `progress` follows a local scan's files."""
+    return closure.scanner() if closure.scanner is not None else Scanner(closure.store_dir, progress=progress)
 
 
 def ascii_view(data: bytes) -> str:
@@ -88,9 +90,11 @@ class Scanner:
     # Said of a reference Nix registered but no byte of the referrer holds.
     SILENT = "the local copy holds no reference to it"
 
-    def __init__(self, store_dir: str, workers: int | None = None, loader: Loader | None = None):
+    def __init__(self, store_dir: str, workers: int | None = None, loader: Loader | None = None,
+                 progress: Callable[[int], None] | None = None):
         self.store_dir = store_dir
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self.progress = progress
         self.bytes_scanned = 0
         self.loader = loader or Loader(Environment(mode="nix-store", store_dir=store_dir))
 
@@ -168,7 +172,8 @@ class Scanner:
 
     def _positions(self, jobs: list[_Job]) -> list[list[tuple[int, int]]]:
         """Needle positions per job; nothing from a file that vanished."""
-        found = search_files([(j.path, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers)
+        found = search_files([(j.path, 0, j.size, tuple(n for n, _ in j.needles)) for j in jobs], self.workers,
+                             self.progress)
         return [hits or [] for hits in found]
 
     def _classify(self, path: str, rel: str, data, size: int, hits, found) -> None:

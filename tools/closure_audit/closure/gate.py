@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,8 +119,10 @@ def _size_from_report(data: dict, name: str, file: str) -> int:
 
 # -- check -----------------------------------------------------------------------
 
-def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chains: bool = False) -> list[Result]:
-    """Judge every budget against what was read; findings go to `findings`."""
+def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chains: bool = False,
+          progress: Callable[[int], None] | None = None) -> list[Result]:
+    """Judge every budget against what was read; findings go to `findings`;
+    `progress` follows the evidence scans."""
     results = []
     for s in subjects:
         b, closure = s.budget, s.closure
@@ -147,7 +149,7 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
                              f"the {format_size(b.max_added_size)} allowed for one path", target=b.name,
                              added_size=n, limit=b.max_added_size)
         r.explanations = forbidden_paths(closure, b.policy(policy), findings, added=added, all_chains=all_chains,
-                                         scanner=scanner_for(closure), target=b.name)
+                                         scanner=scanner_for(closure, progress), target=b.name)
         results.append(r)
     return results
 

@@ -140,16 +140,26 @@ def parse_path_info(data, store: str, source: str) -> dict[str, dict]:
     for path, info in items:
         if type(info) is not dict or type(path) is not str:
             raise _bad_entry(path, info, store, source)
-        try:
-            entry = {"nar_size": int(info["narSize"]), "references": info.get("references", [])}
-            if type(entry["references"]) is not list:
-                raise TypeError
-            if "closureSize" in info:
-                entry["closure_size"] = int(info["closureSize"])
-        except (KeyError, TypeError, ValueError):
-            raise ClosureError(f"{source}: the entry of {path} has no usable narSize/references") from None
-        out[path if path[:1] == "/" else _absolute(path, info.get("storeDir", store))] = entry
+        s = info.get("storeDir", store)
+        refs = info.get("references", [])
+        nar = info.get("narSize")
+        closure = info.get("closureSize", 0)
+        # References that are not strings are refused when they are looked up (build_graph).
+        if not (type(s) is str and type(refs) is list and _size(nar) and _size(closure)):
+            raise ClosureError(f"{source}: the entry of {path} has no usable narSize/references")
+        entry = {"nar_size": nar, "references": refs}
+        if "closureSize" in info:
+            entry["closure_size"] = closure
+        out[path if path[:1] == "/" else _absolute(path, s)] = entry
+    if not out:
+        raise ClosureError(f"{source}: no store paths in it (not a nix path-info dump?)")
     return out
+
+
+def _size(value) -> bool:
+    """A byte count as Nix writes one: an integer, not negative, and below
+    2**53 (JSON numbers past that are not exact, and sums must fit in 64 bits)."""
+    return type(value) is int and 0 <= value < 1 << 53
 
 
 def _bad_entry(path, info, store: str, source: str) -> ClosureError:
@@ -180,7 +190,10 @@ def build_graph(entries: dict[str, dict]) -> Graph:
         flat = _resolve(ref_lists, lookup)
         if flat is None:
             raise _incomplete(paths, ref_lists, lookup)
-    nar = np.fromiter((e["nar_size"] for e in infos), dtype=np.int64, count=n)
+    nars = [e["nar_size"] for e in infos]
+    if sum(nars) >= 1 << 62:  # every sum of sizes stays exact in 64 bits
+        raise ClosureError("the closure's NAR sizes add up to more than 4 EiB")
+    nar = np.array(nars, dtype=np.int64)
     nix_closure = np.fromiter((e.get("closure_size", -1) for e in infos), dtype=np.int64, count=n)
     sources = np.repeat(np.arange(n, dtype=np.int64), counts)
     loops = sources == flat
@@ -225,6 +238,8 @@ def parse_dump_db(text: str) -> dict[str, dict]:
                 continue
             path, nar = lines[i], int(lines[i + 2])
             count = int(lines[i + 4])
+            if not 0 <= nar < 1 << 53 or count < 0 or i + 5 + count > len(lines):
+                raise ValueError(path)
             refs = lines[i + 5:i + 5 + count]
             out[path] = {"nar_size": nar, "references": refs}
             i += 5 + count
@@ -297,22 +312,31 @@ def load_dump(file: str, targets: list[str]) -> Closure:
     if first in (b"{", b"["):
         try:
             parsed = loads(data)
-        except ValueError as exc:
-            raise ClosureError(f"{file} is not JSON: {exc}") from None
+        except ValueError as exc:  # orjson's errors, json's (UnicodeDecodeError among them)
+            raise _not_a_closure(file, f"not JSON: {exc}") from None
+        except RecursionError:
+            raise _not_a_closure(file, "JSON nested too deeply") from None
         entries = parse_path_info(parsed, store, file)
     elif data.startswith(os.fsencode(store + "/")):
         try:
             entries = parse_dump_db(data.decode())
-        except UnicodeDecodeError as exc:
-            raise ClosureError(f"{file} is not a registration: {exc}") from None
+        except UnicodeDecodeError:
+            raise _not_a_closure(file, "not text") from None
     else:
-        raise ClosureError(f"{file} is not JSON: neither a path-info dump nor a registration")
+        raise _not_a_closure(file, "neither JSON nor a registration")
     del data
     graph = build_graph(entries)
     roots = [_match_root(graph, t, file) for t in targets] if targets else graph.tops()
     if not roots:
         raise ClosureError(f"{file}: no root path (every path is referenced by another)")
     return Closure(graph, roots, file, store)
+
+
+def _not_a_closure(file: str, why: str) -> ClosureError:
+    hint = f"; to audit what {file} builds, build it (nix-build {file}) and give the result link" \
+        if file.endswith(".nix") else ""
+    return ClosureError(f"{file} is not a saved closure ({why}); a target is a store path, a result link, an "
+                        f"installable (.#attr) or a `nix path-info --json --recursive` dump{hint}")
 
 
 def _match_root(graph: Graph, target: str, file: str) -> str:
@@ -323,6 +347,17 @@ def _match_root(graph: Graph, target: str, file: str) -> str:
     if len(hits) != 1:
         raise ClosureError(f"{file}: {target} names {'no' if not hits else len(hits)} paths of the dump")
     return hits[0]
+
+
+def looks_like_dump(file: str, limit: int = 256 << 20) -> bool:
+    """Whether a file (of at most `limit` bytes) is a saved closure."""
+    try:
+        if os.path.getsize(file) > limit:
+            return False
+        load_dump(file, [])
+    except (OSError, ClosureError):
+        return False
+    return True
 
 
 def is_dump_file(target: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from .graph import Closure
@@ -121,18 +121,19 @@ def forbidden_matches(closure: Closure, policy: Policy) -> dict[str, tuple[str, 
 
 def forbidden_paths(closure: Closure, policy: Policy, findings: Findings, *, added: dict[str, int] | None = None,
                     all_chains: bool = False, exclude: Collection[str] = (), scanner: Scanner | None = None,
-                    **fields) -> list[Explanation]:
+                    progress: Callable[[int], None] | None = None, **fields) -> list[Explanation]:
     """The forbidden-path pipeline every command runs: match the policy's
     patterns, explain each match (chain and evidence), and add one
     `forbidden-path` finding per match. `exclude` leaves out paths already
     known (diff: those the old closure had); `fields` go on every finding.
-    `added` (every path's added size) is computed when not given and needed."""
+    `added` (every path's added size) is computed when not given and needed;
+    `progress` is told how many files the evidence scan has read."""
     matches = {p: m for p, m in forbidden_matches(closure, policy).items() if p not in exclude}
     if not matches:
         return []
     if added is None:
         added = added_sizes(closure)
-    explanations = explain(closure, matches, all_chains, scanner)
+    explanations = explain(closure, matches, all_chains, scanner or scanner_for(closure, progress))
     for e in explanations:
         size = added.get(e.path, 0)
         via = e.hops[-1].evidence.best(1) if e.hops else []

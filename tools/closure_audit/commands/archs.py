@@ -27,8 +27,8 @@ def add_arguments(p) -> None:
                         "(default: the one nixpkgs reads: $NIXPKGS_CONFIG, ~/.config/nixpkgs/config.nix)")
     options.add_policy(p, "TOML policy; [gpu] can hold the capabilities (docs/policy.md)")
     p.add_argument("--deep", action="store_true",
-                   help="also search the rest of every file for containers (NVIDIA keeps some in .ldata, "
-                        ".rodata, .cask_resource); reads whole files")
+                   help="also search the rest of every file for containers (without it: fatbin sections, and "
+                        ".ldata, .lrodata, .rodata, .cask_resource of libraries with device code); reads whole files")
     p.add_argument("--closure", action="store_true", help="scan every path of the targets' Nix closures")
     options.add_build(p, "with --closure: build installables that are not built yet")
     options.add_json(p)
@@ -72,7 +72,7 @@ def archs(targets: list[str], policy, request, deep: bool, progress=None):
     judge = GpuJudge(request, findings)
     for path, reason in walked.scan.problems:
         findings.add("invalid-elf", path, reason, reason=reason)
-    for path, code in read_files(paths, deep).items():
+    for path, code in read_files(paths, deep, progress=progress).items():
         if code.entries or code.problems:
             f = FileArchs(path, code.containers, group(code.entries), code.problems)
             judge.file(f)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
+from ..errors import TargetError, UsageError
 from . import options
 
 HELP = "resolve every needed library of every ELF file in the targets"
@@ -16,9 +16,14 @@ HELP = "resolve every needed library of every ELF file in the targets"
 def add_arguments(p) -> None:
     p.description = "Resolve every needed library of every ELF file in the targets."
     p.add_argument("targets", nargs="+", metavar="TARGET",
-                   help="a directory, a file, a Nix store path or a result symlink")
+                   help="a directory, a file, a wheel (.whl), a Nix store path, a result symlink or an "
+                        "installable (.#attr)")
     options.add_json(p)
     options.add_policy(p)
+    p.add_argument("--path-info", metavar="FILE",
+                   help="read the closure of store-path targets from a saved `nix path-info --json --recursive` "
+                        "dump instead of asking Nix")
+    options.add_build(p)
     p.add_argument("--tree", metavar="FILE", help="show the resolved dependency tree of one object")
     p.add_argument("--root", metavar="DIR", help="the tree libraries must resolve in (tree mode; "
                    "default: each directory target, or a lone file's venv or conda env)")
@@ -39,6 +44,7 @@ class Report:
     opened: list = field(default_factory=list)  # findings.opened.Row: what objects open at run time
     bytes_scanned: int = 0  # of read-only data, for the names
     chains: list = field(default_factory=list)  # loader.model.Chain: every load chain resolved
+    explanations: list = field(default_factory=list)  # of the forbidden paths in the closure
 
     @property
     def failed(self) -> bool:
@@ -62,8 +68,11 @@ def environment(mode: str, roots: tuple[str, ...], policy):
 
 
 def audit(targets: list[str], policy, root: str | None = None,
-          progress: Callable[[int], None] | None = None):
-    """Read, resolve, judge: (the report, the loader that resolved it)."""
+          progress: Callable[[int], None] | None = None, closure=None):
+    """Read, resolve, judge: (the report, the loader that resolved it). With
+    `closure` (the Nix closure of store-path targets), its forbidden paths are
+    judged too, by the pipeline `why` runs. A target that holds no ELF file,
+    or none that is valid, is an error: nothing would have been audited."""
     from ..elf.strings import NameReader
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
@@ -72,12 +81,15 @@ def audit(targets: list[str], policy, root: str | None = None,
     from ..loader.chains import resolve
     from ..loader.model import Loader
 
-    # The library names in read-only data are searched while the walk goes on.
+    # The library names in read-only data are searched while the walk goes on
+    # (in files on disk: a wheel's members are read for their ELF facts only).
     names = NameReader()
     try:
         walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
                               progress=progress,
-                              found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic else None)
+                              found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic
+                              and os.path.isfile(path) else None)
+        check_found(walked)
     except BaseException:
         names.close()
         raise
@@ -85,14 +97,46 @@ def audit(targets: list[str], policy, root: str | None = None,
     findings = Findings(policy, walked.mode, walked.scope)
     for path, reason in walked.scan.problems:
         findings.add("invalid-elf", path, reason, reason=reason)
-    loader = Loader(env, known=walked.scan.elf)
+    loader = Loader(env, known=walked.scan.elf, files=walked.files)
     resolved = resolve(loader, walked.scan.elf)
     judge_loading(loader, resolved, findings)
-    opened = judge_opened(loader, resolved, findings, names.results())
+    read = names.results()
+    for path in walked.scan.elf:
+        if path not in read and not os.path.isfile(path):
+            read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
+    opened = judge_opened(loader, resolved, findings, read)
+    explanations = []
+    if closure is not None:
+        from ..closure.why import forbidden_paths
+
+        explanations = forbidden_paths(closure, policy, findings, progress=progress)
     report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
                     resolved.entry_points, findings.sorted(), walked.scan.skipped_links, opened.rows,
-                    opened.bytes_scanned, resolved.chains)
+                    opened.bytes_scanned, resolved.chains, explanations)
     return report, loader
+
+
+def check_found(walked) -> None:
+    """Every target must hold a valid ELF file, except a store path, whose
+    closure is audited all the same: a target that is a saved closure, holds
+    no ELF file or only broken ones says so instead of passing."""
+    for target in walked.targets:
+        found = walked.scan.targets.get(target)
+        if found is None or found.elf:
+            continue
+        if found.invalid:
+            path, reason = found.invalid[0]
+            if path == target:
+                raise TargetError(f"{target} is not a valid ELF file: {reason}")
+            raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
+        if walked.mode == "nix-store" and os.path.isdir(target):
+            continue
+        from ..closure.graph import looks_like_dump  # networkx: only where needed, start-up stays lean
+
+        if os.path.isfile(target) and looks_like_dump(target):
+            raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
+                              f"paths it describes as targets), or `closure-audit why {target}`")
+        raise TargetError(f"no ELF files in {target}")
 
 
 def run(args) -> int:
@@ -105,8 +149,10 @@ def run(args) -> int:
         if not all(d.startswith("/") for d in args.driver_dir):
             raise UsageError("--driver-dir must be an absolute path")
         policy = replace(policy, driver_dirs=tuple(args.driver_dir))
+    targets = [installable(t, args.build) for t in args.targets]
+    closure = store_closure(targets, args.path_info, args.build)
     with progress() as shown:
-        report, loader = audit(args.targets, policy, root=args.root, progress=shown)
+        report, loader = audit(targets, policy, root=args.root, progress=shown, closure=closure)
         chain = tree_chain(report, loader, args.tree) if args.tree else None
     if args.json:
         from ..output.json_report import audit_json, emit
@@ -117,6 +163,36 @@ def run(args) -> int:
 
         render_audit(report, console(), chain)
     return 1 if report.failed else 0
+
+
+def installable(target: str, build: bool) -> str:
+    """A target as a path: an installable (.#torch) becomes its store path."""
+    if os.path.lexists(target) or "#" not in target:
+        return target
+    from ..closure.graph import resolve_root
+
+    return resolve_root(target, build)
+
+
+def store_closure(targets: list[str], path_info: str | None, build: bool):
+    """The Nix closure of the targets when they are store paths (from Nix, or
+    from --path-info), else None. A closure that cannot be read fails the
+    audit: its forbidden paths would go unseen."""
+    from ..storepath import top_store_path
+    from ..targets import is_wheel
+
+    roots = []
+    for t in targets:
+        real = os.path.realpath(t)
+        top = top_store_path(real) if os.path.lexists(t) and not is_wheel(real) else None
+        roots.append(top)
+    if not all(roots):
+        if path_info is not None:
+            raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")
+        return None
+    from ..closure.graph import load_closure
+
+    return load_closure(list(dict.fromkeys(roots)), path_info, build)
 
 
 def tree_chain(report: Report, loader, path: str):

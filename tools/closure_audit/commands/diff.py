@@ -12,6 +12,7 @@ def add_arguments(p) -> None:
     p.add_argument("old", metavar="OLD", help="store path, result symlink, installable or path-info dump")
     p.add_argument("new", metavar="NEW")
     options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    options.add_markdown(p)
     options.add_build(p)
     options.add_json(p)
     options.add_store(p, evidence_option=True)
@@ -22,7 +23,10 @@ def run(args) -> int:
     from ..closure.sizes import roots_closure_size
     from ..closure.why import forbidden_matches, forbidden_paths
     from ..findings.collector import Findings
+    from ..output.markdown import check_markdown_option, diff_markdown, write_summary
+    from ..output.progress import progress
 
+    check_markdown_option(args.markdown, args.json)
     policy = options.load_policy(args)
     store = options.open_store(args, evidence=args.evidence)
     old = options.read_closure(args.old, None, args.build, store)
@@ -30,14 +34,18 @@ def run(args) -> int:
     packages = diff(old, new)
     # Only what the new closure brings: a forbidden path the old one had is not news.
     findings = Findings(policy, "nix-store")
-    forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy))
+    with progress() as shown:
+        explanations = forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy),
+                                       progress=shown)
     found = findings.sorted()
     old_size, new_size = roots_closure_size(old), roots_closure_size(new)
+    write_summary(lambda: diff_markdown(old, new, packages, found, explanations, old_size, new_size),
+                  args.markdown)
     if args.json:
         from ..output.json_report import diff_json, emit
 
         emit(diff_json(old, new, packages, found, old_size, new_size))
-    else:
+    elif args.markdown != "-":
         from ..output.terminal import console, render_diff
 
         render_diff(console(), old, new, packages, found, old_size, new_size)

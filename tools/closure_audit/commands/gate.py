@@ -21,8 +21,7 @@ def add_arguments(p) -> None:
                    help="how much target NAME may grow against its baseline: bytes (200MiB) or a percentage (5%%)")
     options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
     p.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
-    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
-                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+    options.add_markdown(p)
     p.add_argument("--html", metavar="FILE", help="write the report page of every target, with its verdict "
                    "(docs/report.md)")
     options.add_build(p)
@@ -34,7 +33,10 @@ def run(args) -> int:
     from ..closure.budgets import apply_overrides, load_budgets
     from ..closure.gate import check, read_subjects
     from ..findings.collector import Findings
+    from ..output.markdown import check_markdown_option, gate_markdown, write_summary
+    from ..output.progress import progress
 
+    check_markdown_option(args.markdown, args.json)
     if args.html is not None:
         from ..output.html import check_writable
 
@@ -44,10 +46,9 @@ def run(args) -> int:
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
     subjects = read_subjects(budgets, args.build, options.open_store(args, evidence=args.evidence))
     findings = Findings(policy, "nix-store")
-    results = check(subjects, policy, findings, args.all_chains)
+    with progress() as shown:
+        results = check(subjects, policy, findings, args.all_chains, progress=shown)
     found = findings.sorted()
-    from ..output.markdown import gate_markdown, write_summary
-
     write_summary(lambda: gate_markdown(results, found), args.markdown)
     if args.html is not None:
         from ..output import html

@@ -19,6 +19,11 @@ def add_build(p: argparse.ArgumentParser, help: str = "build installables that a
     p.add_argument("--build", action="store_true", help=help)
 
 
+def add_markdown(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
+                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+
+
 def add_path_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path-info", metavar="FILE",
                    help="read the closure from a saved `nix path-info --json --recursive` dump")

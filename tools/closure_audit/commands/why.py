@@ -24,9 +24,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from ..closure.evidence import scanner_for
     from ..closure.sizes import added_sizes
-    from ..closure.why import explain, forbidden_paths, matcher
     from ..findings.collector import Findings
-    from ..storepath import name_part
+    from ..output.progress import progress
 
     policy = options.load_policy(args)
     target, patterns = args.target, args.patterns
@@ -35,21 +34,10 @@ def run(args) -> int:
         target, patterns = None, [target, *patterns]
     closure = options.read_closure(target, args.path_info, args.build, options.open_store(args, evidence=True))
     added = added_sizes(closure)
-    scanner = scanner_for(closure)
     findings = Findings(policy, "nix-store")
-    if patterns:
-        tests = [(p, matcher(p, closure)) for p in patterns]
-        matches = {}
-        for path in closure.graph:
-            for pattern, test in tests:
-                if test(path):
-                    hit = policy.forbids(name_part(path))
-                    matches[path] = (pattern, hit[1] if hit else None)
-                    break
-        explanations = explain(closure, matches, args.all_chains, scanner)
-    else:
-        explanations = forbidden_paths(closure, policy, findings, added=added, all_chains=args.all_chains,
-                                       scanner=scanner)
+    with progress() as shown:
+        scanner = scanner_for(closure, shown)
+        explanations = _explain(closure, policy, patterns, findings, added, scanner, args.all_chains)
     found = findings.sorted()
     if args.json:
         from ..output.json_report import emit, why_json
@@ -62,3 +50,21 @@ def run(args) -> int:
     if patterns:
         return 0 if explanations else 1
     return 1 if any(f.severity == "error" for f in found) else 0
+
+
+def _explain(closure, policy, patterns, findings, added, scanner, all_chains):
+    """Explain the paths PATTERNs match, or without patterns every forbidden path."""
+    from ..closure.why import explain, forbidden_paths, matcher
+    from ..storepath import name_part
+
+    if not patterns:
+        return forbidden_paths(closure, policy, findings, added=added, all_chains=all_chains, scanner=scanner)
+    tests = [(p, matcher(p, closure)) for p in patterns]
+    matches = {}
+    for path in closure.graph:
+        for pattern, test in tests:
+            if test(path):
+                hit = policy.forbids(name_part(path))
+                matches[path] = (pattern, hit[1] if hit else None)
+                break
+    return explain(closure, matches, all_chains, scanner)

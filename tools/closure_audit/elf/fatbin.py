@@ -11,10 +11,14 @@ Where containers are:
 - `.nv_fatbin` (linked device code) and `__nv_relfatbin` (relocatable device
   code, kept for -rdc and JIT): read strictly, a malformed container there is
   reported, never skipped;
-- anywhere else (NVIDIA keeps them in `.ldata`, `.rodata` or `.cask_resource`):
-  only the deep scan finds them, by searching the whole file for the magic and
-  keeping the hits that parse as a complete, consistent container (machine
-  code holds false matches of the magic).
+- the data sections NVIDIA's libraries also keep them in (`.ldata`,
+  `.lrodata`, `.rodata`, `.cask_resource`: cuFFT holds 24,000 containers in
+  `.ldata`), in a file that has device code (a fatbin section or
+  `.nvFatBinSegment`): searched for the magic (in parallel, as search.py
+  searches), keeping the hits that parse as a complete, consistent container
+  (other data holds false matches);
+- anywhere else: only the deep scan finds them, by searching the whole file
+  for the magic the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .reader import InvalidElf, parse_sections
@@ -31,6 +36,8 @@ from .search import search_files
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", MAGIC)
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+DATA_SECTIONS = (".ldata", ".lrodata", ".rodata", ".cask_resource")
+DEVICE_CODE_SIGNS = FATBIN_SECTIONS + (".nvFatBinSegment",)
 OUTSIDE_SECTIONS = "(outside sections)"
 
 _CONTAINER = struct.Struct("<IHHQ")
@@ -96,12 +103,11 @@ class Reader:
         return data
 
     def find(self, needle: bytes, start: int, end: int) -> int:
-        """The first `needle` in [start, end), or -1; reads 64 KiB at a time."""
-        step = 1 << 16
+        """The first `needle` in [start, end), or -1. Containers sit back to
+        back or a few padding bytes apart, so it looks close by first, then
+        reads 1 MiB at a time."""
         pos = start
-        # Containers sit back to back: the next one is almost always right here.
-        if end - start >= len(needle) and os.pread(self.fd, len(needle), start) == needle:
-            return start
+        step = 256
         while pos < end:
             chunk = os.pread(self.fd, min(step + len(needle) - 1, end - pos), pos)
             if not chunk:
@@ -110,6 +116,7 @@ class Reader:
             if at >= 0:
                 return pos + at
             pos += step
+            step = 1 << 20
         return -1
 
     def zeros(self, start: int, end: int) -> bool:
@@ -215,11 +222,11 @@ def read_file(path: str, hits: list[int] | None = None) -> FileCode:
     return found
 
 
-def _read_hits(data: Reader, size: int, hits: list[int], sections, strict, found: FileCode) -> None:
-    """Containers at magic hits outside the fatbin sections. A hit that does
-    not parse is a false match, not a problem."""
+def _read_hits(data: Reader, size: int, hits: list[int], sections, done_sections, found: FileCode) -> None:
+    """Containers at magic hits outside the sections already read. A hit
+    that does not parse is a false match, not a problem."""
     spans = sorted((s.offset, s.offset + s.size, s.name) for s in sections if s.size)
-    done = [(s.offset, s.offset + s.size) for s in strict]
+    done = [(s.offset, s.offset + s.size) for s in done_sections]
     past = 0  # hits before this offset lie inside a container already read
     for at in hits:
         if at < past or any(lo <= at < hi for lo, hi in done):
@@ -229,34 +236,63 @@ def _read_hits(data: Reader, size: int, hits: list[int], sections, strict, found
             if lo <= at < hi:
                 name, limit = sname, hi
                 break
-        try:
-            entries, end = parse_container(data, at, limit, name)
-        except FatbinError:
-            continue
-        if not entries:  # an empty container is nothing to find, and the likeliest false match
-            continue
-        past = end
-        found.containers += 1
-        found.entries.extend(entries)
+        past = _take(data, at, limit, name, found) or past
 
 
-def read_files(paths: list[str], deep: bool, workers: int | None = None) -> dict[str, FileCode]:
-    """read_file over many files; the deep scan searches them in parallel."""
-    hits: dict[str, list[int] | None] = {p: None for p in paths}
+def _take(data: Reader, at: int, limit: int, name: str, found: FileCode) -> int | None:
+    """Keep the container at `at` when it parses and holds entries (an empty
+    one is nothing to find, and the likeliest false match): its end, or None."""
+    try:
+        entries, end = parse_container(data, at, limit, name)
+    except FatbinError:
+        return None
+    if not entries:
+        return None
+    found.containers += 1
+    found.entries.extend(entries)
+    return end
+
+
+def data_sections(path: str) -> list[tuple[int, int]]:
+    """The byte ranges of a file's data sections that may hold containers:
+    those of a file with device code (none of a file without, or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return []
+            with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as image:
+                sections = parse_sections(image, size)
+    except (OSError, ValueError, InvalidElf):
+        return []
+    if not any(s.name in DEVICE_CODE_SIGNS and s.size for s in sections):
+        return []
+    return [(s.offset, s.offset + s.size) for s in sections if s.name in DATA_SECTIONS and s.size]
+
+
+def read_files(paths: list[str], deep: bool, workers: int | None = None,
+               progress: Callable[[int], None] | None = None) -> dict[str, FileCode]:
+    """read_file over many files. The magic is searched for in parallel: in
+    whole files with `deep` (telling `progress` how many it has searched),
+    else in the data sections of files with device code."""
+    ranges: dict[str, list[tuple[int, int]]] = {}
     failed: dict[str, str] = {}
-    if deep:
-        sizes = {}
-        for p in paths:
-            try:
-                sizes[p] = os.stat(p).st_size
-            except OSError as exc:
-                failed[p] = f"unreadable: {exc.strerror or exc}"
-        jobs = [(p, sizes[p], (MAGIC_BYTES,)) for p in paths if p in sizes]
-        for (p, _, _), found in zip(jobs, search_files(jobs, workers or os.cpu_count() or 1)):
-            if found is None:
-                failed[p] = "unreadable during the deep scan"
-            else:
-                hits[p] = [at for at, _ in found]
+    for p in paths:
+        if not deep:
+            ranges[p] = data_sections(p)
+            continue
+        try:
+            ranges[p] = [(0, os.stat(p).st_size)]
+        except OSError as exc:
+            failed[p] = f"unreadable: {exc.strerror or exc}"
+    jobs = [(p, a, b, (MAGIC_BYTES,)) for p, spans in ranges.items() for a, b in spans]
+    hits: dict[str, list[int] | None] = {p: None for p in paths}
+    for (p, _, _, _), found in zip(jobs, search_files(jobs, workers or os.cpu_count() or 1,
+                                                      progress if deep else None)):
+        if found is None:
+            failed[p] = "unreadable during the search for containers"
+        elif p not in failed:
+            hits[p] = (hits[p] or []) + [at for at, _ in found]
     out = {}
     for p in paths:
         if p in failed:

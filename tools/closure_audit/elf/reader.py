@@ -1,10 +1,16 @@
-"""Header-only ELF reader: what the dynamic loader looks at, and nothing more.
+"""Header-only ELF reader that validates what it reads: what the dynamic
+loader looks at, and the section table the tool reads.
 
-Reads the ELF header, the program headers, PT_INTERP and the dynamic segment of
-ELF32/ELF64 files in either byte order through a read-only mmap, so only the
-pages holding those structures are ever touched: a 500 MB library costs the
-same as a 5 KB one. Every offset is bounds-checked; anything malformed raises
-`InvalidElf` with a one-line reason instead of an arbitrary exception.
+Reads the ELF header, the program headers, PT_INTERP, the dynamic segment,
+the dynamic string table and the section header table of ELF32/ELF64 files in
+either byte order through a read-only mmap, so only the pages holding those
+structures are touched: a 500 MB library costs the same as a 5 KB one.
+
+Every structure is checked before it is used (docs/loader.md lists the
+checks): bounds against the file size, alignment, overlaps between the
+tables and the sections, counts (including extended numbering) and string
+termination. Anything malformed raises `InvalidElf` with a one-line reason;
+nothing is guessed and no byte past the file's size is ever read.
 """
 
 from __future__ import annotations
@@ -23,16 +29,28 @@ EM_NAMES = {
     183: "EM_AARCH64", 190: "EM_CUDA", 243: "EM_RISCV", 258: "EM_LOONGARCH",
 }
 
-PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
-SHT_DYNAMIC = 6
+PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_PHDR = 1, 2, 3, 6
+SHT_STRTAB, SHT_DYNAMIC, SHT_NOBITS = 3, 6, 8
+SHF_ALLOC = 0x2
+SHT_NOTE = 7
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 14, 15, 29, 0x6FFFFFFB
 PN_XNUM = 0xFFFF
+SHN_LORESERVE = 0xFF00
 SHN_XINDEX = 0xFFFF
-SHT_NOBITS = 8
 
 DF_1_NODEFLIB = 0x800
 DF_1_PIE = 0x08000000
+
+# Tables the loader reads through the dynamic segment: (address tag, size tag
+# or None). Each must lie inside the memory image the PT_LOAD segments make.
+_DYN_TABLES = (
+    (4, None), (0x6FFFFEF5, None), (6, None),  # DT_HASH, DT_GNU_HASH, DT_SYMTAB
+    (7, 8), (17, 18), (23, 2), (36, 35),  # DT_RELA/SZ, DT_REL/SZ, DT_JMPREL/DT_PLTRELSZ, DT_RELR/SZ
+    (25, 27), (26, 28), (32, 33),  # DT_INIT_ARRAY/SZ, DT_FINI_ARRAY/SZ, DT_PREINIT_ARRAY/SZ
+    (0x6FFFFFF0, None), (0x6FFFFFFE, None), (0x6FFFFFFC, None),  # DT_VERSYM, DT_VERNEED, DT_VERDEF
+)
+_STRING_TAGS = {DT_NEEDED: "DT_NEEDED", DT_SONAME: "DT_SONAME", DT_RPATH: "DT_RPATH", DT_RUNPATH: "DT_RUNPATH"}
 
 # Per class: (ELF header layout after e_ident, program header layout, dynamic
 # entry layout, section header layout). Field order differs between classes.
@@ -48,6 +66,7 @@ _STRUCTS = {
     for order in "<>"
     for cls in (1, 2)
 }
+_EHSIZE = {1: 52, 2: 64}
 
 
 class InvalidElf(Exception):
@@ -79,6 +98,9 @@ class ElfFile:
     # bytes), tag being "PT_INTERP", "DT_NEEDED", "DT_RPATH", "DT_RUNPATH" or
     # "DT_SONAME". Evidence scans map a byte offset back to what holds it.
     strings: tuple[tuple[str, int, int], ...] = ()
+    # A separate debug-info file (objcopy --only-keep-debug): its program
+    # headers describe the stripped original, whose bytes it does not hold.
+    debug_info: bool = False
 
     @property
     def type_name(self) -> str:
@@ -94,8 +116,9 @@ class ElfFile:
 
     @property
     def loadable(self) -> bool:
-        """Executables and shared objects; relocatable objects and cores are not loaded."""
-        return self.type in (2, 3)
+        """Executables and shared objects; relocatable objects, cores and
+        debug-info files are not loaded."""
+        return self.type in (2, 3) and not self.debug_info
 
     @property
     def is_executable(self) -> bool:
@@ -144,15 +167,19 @@ def check_size(size: int) -> None:
 
 
 def parse_elf(data, size: int) -> ElfFile:
-    """Parse an ELF image of `size` bytes held in a buffer (bytes or mmap), or
-    in anything that can be indexed, sliced and searched with find() alike."""
+    """Parse and validate an ELF image: `data` holds at least its first
+    `size` bytes (bytes, mmap, or anything that can be sliced and searched
+    with find() alike, such as elf/stream.py's sparse views); nothing at or
+    past `size` is read."""
     return _Parser(data, size).parse()
 
 
 def parse_sections(data, size: int) -> list[Section]:
-    """The section table of an ELF image: what is where in the file. Loaders
-    never read it, so a stripped table is an empty list, not an error."""
-    return _Parser(data, size).sections()
+    """The section table of an ELF image, validated: what is where in the
+    file. A stripped table is an empty list, not an error."""
+    p = _Parser(data, size)
+    p.header()
+    return p.sections()
 
 
 class _Parser:
@@ -160,132 +187,323 @@ class _Parser:
         self.data = data
         self.size = size
         self.strings: list[tuple[str, int, int]] = []
+        self._section_table: list[tuple] | None = None
+        self.loads: list[tuple[int, int, int, int, int, int]] = []
 
-    def _unpack(self, fmt: str, offset: int, what: str):
-        s = self.st[fmt]
-        if offset < 0 or offset + s.size > self.size:
-            raise InvalidElf(f"{what} at offset {offset:#x} lies past the end of the file ({self.size} bytes)")
-        # Sliced rather than unpack_from: `data` may be a sparse view of a
-        # streamed file (elf/stream.py), which is not a buffer.
-        return s.unpack(self.data[offset:offset + s.size])
+    def _bytes(self, offset: int, n: int, what: str) -> bytes:
+        if offset < 0 or n < 0 or offset + n > self.size:
+            raise InvalidElf(f"{what} at offset {offset:#x} ({n} bytes) runs past the end of the file "
+                             f"({self.size} bytes)")
+        return self.data[offset:offset + n]
 
-    def _header(self):
-        data = self.data
-        if data[:4] != ELF_MAGIC:
+    # -- ELF header ------------------------------------------------------------
+
+    def header(self) -> None:
+        ident = self._bytes(0, 16, "ELF identification")
+        if ident[:4] != ELF_MAGIC:
             raise InvalidElf("no ELF magic")
-        cls, enc, version = data[4], data[5], data[6]
+        cls, enc, version = ident[4], ident[5], ident[6]
         if cls not in (1, 2):
             raise InvalidElf(f"unknown ELF class {cls}")
         if enc not in (1, 2):
             raise InvalidElf(f"unknown ELF data encoding {enc}")
         if version != 1:
             raise InvalidElf(f"unknown ELF version {version}")
-        self.cls = cls
-        self.st = _STRUCTS["<" if enc == 1 else ">", cls]
-        return self._unpack("ehdr", 16, "ELF header")
+        self.cls, self.enc, self.osabi = cls, enc, ident[7]
+        self.st = st = _STRUCTS["<" if enc == 1 else ">", cls]
+        self.word = 4 if cls == 1 else 8
+        ehsize = _EHSIZE[cls]
+        (self.e_type, self.e_machine, e_version, _entry, phoff, shoff, _flags, e_ehsize,
+         phentsize, phnum, shentsize, shnum, shstrndx) = st["ehdr"].unpack(
+            self._bytes(16, ehsize - 16, "ELF header"))
+        if e_version != 1:
+            raise InvalidElf(f"e_version is {e_version}, not 1")
+        if e_ehsize != ehsize:
+            raise InvalidElf(f"ELF header size e_ehsize is {e_ehsize}, not {ehsize}")
+
+        # Extended numbering: counts and the names' index that do not fit in the
+        # header move to section 0.
+        first = None
+        if shoff:
+            if shentsize != st["shdr"].size:
+                raise InvalidElf(f"section header entry size e_shentsize is {shentsize}, "
+                                 f"not {st['shdr'].size}")
+            self._aligned(shoff, "section header table")
+            first = st["shdr"].unpack(self._bytes(shoff, shentsize, "section header 0"))
+            if shnum >= SHN_LORESERVE:
+                raise InvalidElf(f"e_shnum {shnum:#x} is a reserved section index (the count belongs in section 0)")
+            if SHN_LORESERVE <= shstrndx < SHN_XINDEX:
+                raise InvalidElf(f"e_shstrndx {shstrndx:#x} is a reserved section index")
+            if shnum == 0:
+                shnum = first[5]
+            if shstrndx == SHN_XINDEX:
+                shstrndx = first[6]
+            if shnum == 0:
+                raise InvalidElf("section header table has no entries (e_shnum and section 0's sh_size are 0)")
+        elif shnum or shstrndx:
+            raise InvalidElf(f"e_shnum {shnum} / e_shstrndx {shstrndx} but no section header table (e_shoff 0)")
+        if phnum == PN_XNUM:
+            if first is None:
+                raise InvalidElf("e_phnum is PN_XNUM but there is no section 0 to hold the count")
+            phnum = first[7]
+        if phnum:
+            if phentsize != st["phdr"].size:
+                raise InvalidElf(f"program header entry size e_phentsize is {phentsize}, not {st['phdr'].size}")
+            self._aligned(phoff, "program header table")
+        self.phoff, self.phnum, self.shoff, self.shnum = phoff, phnum, shoff, shnum
+        self.shstrndx = shstrndx
+        # The tables: inside the file, clear of the ELF header and of each other.
+        tables = [(0, ehsize, "the ELF header")]
+        if phnum:
+            tables.append(self._span(phoff, phnum * phentsize, f"{phnum} program headers"))
+        if shoff:
+            tables.append(self._span(shoff, shnum * shentsize, f"{shnum} section headers"))
+        self._disjoint(tables)
+
+    def _aligned(self, offset: int, what: str) -> None:
+        if offset % self.word:
+            raise InvalidElf(f"{what} at offset {offset:#x} is not aligned to {self.word} bytes")
+
+    def _span(self, offset: int, length: int, what: str) -> tuple[int, int, str]:
+        if offset + length > self.size:
+            raise InvalidElf(f"{what} at offset {offset:#x} run past the end of the file ({self.size} bytes)")
+        return (offset, offset + length, what)
+
+    @staticmethod
+    def _disjoint(spans: list[tuple[int, int, str]]) -> None:
+        spans = sorted(s for s in spans if s[1] > s[0])
+        for (a0, a1, a), (b0, _b1, b) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise InvalidElf(f"{b} at offset {b0:#x} overlap {a} (which ends at {a1:#x})")
+
+    # -- program headers ---------------------------------------------------------
+
+    def segments(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_align) of every
+        program header, checked one by one and PT_LOAD against each other."""
+        if not self.phnum:
+            return []
+        raw = self._bytes(self.phoff, self.phnum * self.st["phdr"].size, "program headers")
+        out = []
+        limit = 1 << (32 if self.cls == 1 else 64)
+        loads = []
+        for i, f in enumerate(self.st["phdr"].iter_unpack(raw)):
+            if self.cls == 1:  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_flags, p_align
+                seg = (f[0], f[1], f[2], f[4], f[5], f[7])
+            else:  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, p_memsz, p_align
+                seg = (f[0], f[2], f[3], f[5], f[6], f[7])
+            p_type, offset, vaddr, filesz, memsz, align = seg
+            if filesz and offset + filesz > self.size:
+                raise InvalidElf(f"program header {i} ({_pt_name(p_type)}) at offset {offset:#x} "
+                                 f"({filesz} bytes) runs past the end of the file ({self.size} bytes)")
+            if p_type == PT_LOAD:
+                if filesz > memsz:
+                    raise InvalidElf(f"PT_LOAD {i} holds more bytes in the file ({filesz}) than in memory ({memsz})")
+                if vaddr + memsz > limit:
+                    raise InvalidElf(f"PT_LOAD {i} at {vaddr:#x} ({memsz} bytes) runs past the address space")
+                if align > 1:
+                    if align & (align - 1):
+                        raise InvalidElf(f"PT_LOAD {i} alignment {align:#x} is not a power of two")
+                    if (vaddr - offset) % align:
+                        raise InvalidElf(f"PT_LOAD {i}: address {vaddr:#x} and offset {offset:#x} differ "
+                                         f"modulo its alignment {align:#x}")
+                if loads and vaddr < loads[-1][2] + loads[-1][4]:
+                    raise InvalidElf(f"PT_LOAD {i} at {vaddr:#x} is not above the previous one, which ends at "
+                                     f"{loads[-1][2] + loads[-1][4]:#x}")
+                loads.append(seg)
+            out.append(seg)
+        self.loads = loads
+        return out
+
+    def _file_offset(self, addr: int, length: int, what: str) -> tuple[int, int]:
+        """File offset of `length` bytes at address `addr`, and the end of the
+        file-backed part of the PT_LOAD holding them."""
+        for _t, offset, vaddr, filesz, _memsz, _align in self.loads:
+            if vaddr <= addr < vaddr + filesz:
+                if addr + length > vaddr + filesz:
+                    raise InvalidElf(f"{what} at {addr:#x} ({length} bytes) runs past the file bytes of its "
+                                     f"PT_LOAD segment")
+                return addr - vaddr + offset, offset + filesz
+        raise InvalidElf(f"{what} at {addr:#x} is not mapped from the file by any PT_LOAD segment")
+
+    def _in_memory(self, addr: int, length: int, what: str) -> None:
+        for _t, _offset, vaddr, _filesz, memsz, _align in self.loads:
+            if vaddr <= addr < vaddr + memsz:
+                if addr + length > vaddr + memsz:
+                    raise InvalidElf(f"{what} at {addr:#x} ({length} bytes) runs past its PT_LOAD segment")
+                return
+        raise InvalidElf(f"{what} at {addr:#x} lies outside every PT_LOAD segment")
+
+    # -- sections ----------------------------------------------------------------
+
+    def section_table(self) -> list[tuple]:
+        """Raw section headers, each checked: file bounds, links, alignment,
+        names; the sections' bytes clear of each other and of the tables."""
+        if self._section_table is not None:
+            return self._section_table
+        if not self.shoff:
+            self._section_table = []
+            return []
+        st = self.st["shdr"]
+        raw = list(st.iter_unpack(self._bytes(self.shoff, self.shnum * st.size, "section headers")))
+        shnum, names_index = self.shnum, self.shstrndx
+        names_size = 0
+        if names_index:
+            if names_index >= shnum:
+                raise InvalidElf(f"section name table index e_shstrndx {names_index} is outside the "
+                                 f"{shnum} sections")
+            _n, n_type, _f, _a, n_offset, names_size, *_ = raw[names_index]
+            if n_type != SHT_STRTAB:
+                raise InvalidElf(f"section name table (section {names_index}) is not a string table")
+            if n_offset + names_size > self.size:
+                raise InvalidElf(f"section name table at offset {n_offset:#x} ({names_size} bytes) runs past "
+                                 f"the end of the file ({self.size} bytes)")
+            if not names_size or self.data[n_offset + names_size - 1:n_offset + names_size] != b"\0":
+                raise InvalidElf("section name table does not end with a NUL byte")
+        spans = [(0, _EHSIZE[self.cls], "the ELF header"),
+                 (self.shoff, self.shoff + shnum * st.size, f"{shnum} section headers")]
+        if self.phnum:
+            spans.append((self.phoff, self.phoff + self.phnum * self.st["phdr"].size,
+                          f"{self.phnum} program headers"))
+        size = self.size
+        for i in range(1, shnum):
+            sh_name, sh_type, _flags, _addr, sh_offset, sh_size, sh_link, _info, sh_align, _ent = raw[i]
+            if names_index and sh_name >= names_size:
+                raise InvalidElf(f"section {i}'s name at {sh_name:#x} is outside the section name table")
+            if sh_link >= shnum:
+                raise InvalidElf(f"section {i} links to section {sh_link}, past the {shnum} sections")
+            if sh_align > 1 and sh_align & (sh_align - 1):
+                raise InvalidElf(f"section {i}'s alignment {sh_align:#x} is not a power of two")
+            if sh_type == SHT_NOBITS or not sh_size:
+                continue
+            if sh_offset + sh_size > size:
+                raise InvalidElf(f"section {i} at offset {sh_offset:#x} ({sh_size} bytes) runs past the end "
+                                 f"of the file ({size} bytes)")
+            spans.append((sh_offset, sh_offset + sh_size, f"section {i}"))
+        self._disjoint(spans)
+        self._section_table = raw
+        return raw
+
+    def sections(self) -> list[Section]:
+        raw = self.section_table()
+        if not raw:
+            return []
+        names_at, names_end = 0, 0
+        if self.shstrndx:
+            names_at = raw[self.shstrndx][4]
+            names_end = names_at + raw[self.shstrndx][5]
+        out = []
+        for sh_name, sh_type, sh_flags, _addr, sh_offset, sh_size, *_ in raw[1:]:
+            name = self._cstring(names_at + sh_name, names_end, "section name") if self.shstrndx else ""
+            out.append(Section(name, sh_type, sh_flags, sh_offset, 0 if sh_type == SHT_NOBITS else sh_size))
+        return out
+
+    def _debug_info(self) -> bool:
+        """A separate debug-info file (objcopy --only-keep-debug): every
+        allocated section but notes is SHT_NOBITS, as its table says."""
+        if not self.shoff:
+            return False
+        try:
+            raw = self.section_table()
+        except InvalidElf:
+            return False
+        allocated = [s for s in raw[1:] if s[2] & SHF_ALLOC and s[1] != SHT_NOTE]
+        return bool(allocated) and all(s[1] == SHT_NOBITS for s in allocated)
+
+    # -- the whole file ------------------------------------------------------------
 
     def parse(self) -> ElfFile:
-        (e_type, e_machine, _version, _entry, e_phoff, e_shoff, _flags, _ehsize,
-         e_phentsize, e_phnum, e_shentsize, e_shnum, _shstrndx) = self._header()
-        cls, enc, osabi = self.cls, self.data[5], self.data[7]
+        self.header()
+        try:
+            return self._loadable()
+        except InvalidElf:
+            # A debug-info file keeps the program headers of the file it was
+            # split from, not their bytes: it is valid, but nothing loads it.
+            # A file whose structures all check out is judged as loadable,
+            # whatever its section table says.
+            if self._debug_info():
+                return self._debug_file()
+            raise
 
-        phnum = e_phnum
-        if phnum == PN_XNUM:
-            # More than 0xfffe program headers: the real count is in section 0's sh_info.
-            phnum = self._section(e_shoff, e_shentsize, 0)[7]
-        segments = self._segments(e_phoff, e_phentsize, phnum)
-
-        loads = [(p_vaddr, p_filesz, p_offset) for p_type, p_offset, p_vaddr, p_filesz in segments if p_type == PT_LOAD]
+    def _loadable(self) -> ElfFile:
+        segments = self.segments()
         interp = None
         dynamic = None
-        for p_type, p_offset, _vaddr, p_filesz in segments:
-            if p_type == PT_INTERP and interp is None:
-                interp = self._cstring(p_offset, p_offset + p_filesz, "PT_INTERP")
-            elif p_type == PT_DYNAMIC and dynamic is None:
-                dynamic = (p_offset, p_filesz)
+        for p_type, offset, vaddr, filesz, _memsz, _align in segments:
+            if p_type == PT_INTERP:
+                if interp is not None:
+                    raise InvalidElf("more than one PT_INTERP")
+                interp = self._interp(offset, filesz)
+            elif p_type == PT_DYNAMIC:
+                if dynamic is not None:
+                    raise InvalidElf("more than one PT_DYNAMIC")
+                dynamic = (offset, filesz, vaddr)
+            elif p_type == PT_PHDR and (offset != self.phoff or filesz < self.phnum * self.st["phdr"].size):
+                raise InvalidElf(f"PT_PHDR at offset {offset:#x} ({filesz} bytes) does not describe the "
+                                 f"program header table at {self.phoff:#x}")
 
         needed: list[int] = []
         tags: dict[int, int] = {}
         if dynamic is not None:
             needed, tags = self._dynamic(*dynamic)
+        strtab = self._strtab(tags, needed) if dynamic is not None else (0, 0)
 
-        def string(tag_value: int, what: str) -> str:
-            return self._dynstr(tags, loads, e_shoff, e_shentsize, e_shnum, dynamic, tag_value, what)
+        def string(index: int, what: str) -> str:
+            start, end = strtab
+            if start + index >= end:
+                raise InvalidElf(f"{what} string index {index:#x} is outside the dynamic string table")
+            return self._cstring(start + index, end, what)
 
+        names = {tag: string(tags[tag], what) for tag, what in _STRING_TAGS.items() if tag in tags}
+        needed_names = tuple(string(v, "DT_NEEDED") for v in needed)
+        # Last: the section table lies at the end of the file, which a streamed
+        # read (elf/stream.py) reaches after the segments' bytes.
+        self.section_table()
         return ElfFile(
-            elf_class=32 if cls == 1 else 64,
-            little_endian=enc == 1,
-            osabi=osabi,
-            type=e_type,
-            machine=e_machine,
+            elf_class=32 if self.cls == 1 else 64,
+            little_endian=self.enc == 1,
+            osabi=self.osabi,
+            type=self.e_type,
+            machine=self.e_machine,
             interp=interp,
             has_dynamic=dynamic is not None,
-            needed=tuple(string(v, "DT_NEEDED") for v in needed),
-            rpath=string(tags[DT_RPATH], "DT_RPATH") if DT_RPATH in tags else None,
-            runpath=string(tags[DT_RUNPATH], "DT_RUNPATH") if DT_RUNPATH in tags else None,
-            soname=string(tags[DT_SONAME], "DT_SONAME") if DT_SONAME in tags else None,
+            needed=needed_names,
+            rpath=names.get(DT_RPATH),
+            runpath=names.get(DT_RUNPATH),
+            soname=names.get(DT_SONAME),
             flags_1=tags.get(DT_FLAGS_1, 0),
             strings=tuple(self.strings),
         )
 
-    def sections(self) -> list[Section]:
-        *_, e_shoff, _flags, _ehsize, _phentsize, _phnum, e_shentsize, e_shnum, e_shstrndx = self._header()
-        if e_shoff == 0:
-            return []
-        first = self._section(e_shoff, e_shentsize, 0)
-        # More than 0xfeff sections: the count and the names' index move to section 0.
-        shnum = e_shnum or first[5]
-        if e_shstrndx == SHN_XINDEX:
-            e_shstrndx = first[6]
-        if e_shoff + shnum * e_shentsize > self.size:
-            raise InvalidElf(f"{shnum} section headers at offset {e_shoff:#x} run past the end of the file")
-        raw = [self._section(e_shoff, e_shentsize, i) for i in range(shnum)]
-        if not 0 < e_shstrndx < shnum:
-            raise InvalidElf(f"section name table index {e_shstrndx} is outside the section table")
-        names_at, names_size = raw[e_shstrndx][4], raw[e_shstrndx][5]
-        names_end = min(self.size, names_at + names_size)
-        out = []
-        for sh_name, sh_type, sh_flags, _addr, sh_offset, sh_size, *_ in raw[1:]:
-            stored = 0 if sh_type == SHT_NOBITS else sh_size
-            if sh_offset + stored > self.size:
-                raise InvalidElf(f"section at offset {sh_offset:#x} ({stored} bytes) runs past the end of the file")
-            name = self._cstring(names_at + sh_name, names_end, "section name")
-            out.append(Section(name, sh_type, sh_flags, sh_offset, stored))
-        return out
+    def _debug_file(self) -> ElfFile:
+        return ElfFile(elf_class=32 if self.cls == 1 else 64, little_endian=self.enc == 1, osabi=self.osabi,
+                       type=self.e_type, machine=self.e_machine, interp=None, has_dynamic=False, needed=(),
+                       rpath=None, runpath=None, soname=None, flags_1=0, debug_info=True)
 
-    def _segments(self, phoff: int, phentsize: int, phnum: int) -> list[tuple[int, int, int, int]]:
-        if phnum == 0:
-            return []
-        if phentsize < self.st["phdr"].size:
-            raise InvalidElf(f"program header entry size {phentsize} is too small")
-        if phoff + phnum * phentsize > self.size:
-            raise InvalidElf(f"{phnum} program headers at offset {phoff:#x} run past the end of the file")
-        out = []
-        for i in range(phnum):
-            f = self._unpack("phdr", phoff + i * phentsize, "program header")
-            if self.cls == 1:  # p_type, p_offset, p_vaddr, p_paddr, p_filesz, ...
-                out.append((f[0], f[1], f[2], f[4]))
-            else:  # p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz, ...
-                out.append((f[0], f[2], f[3], f[5]))
-        return out
+    def _interp(self, offset: int, filesz: int) -> str:
+        # The kernel takes the path only when the segment's last byte is its NUL.
+        if filesz < 2:
+            raise InvalidElf(f"PT_INTERP at offset {offset:#x} is too short ({filesz} bytes) for a path")
+        if self.data[offset + filesz - 1:offset + filesz] != b"\0":
+            raise InvalidElf(f"PT_INTERP string at offset {offset:#x} is not NUL-terminated")
+        return self._cstring(offset, offset + filesz, "PT_INTERP")
 
-    def _section(self, shoff: int, shentsize: int, index: int):
-        if shentsize < self.st["shdr"].size:
-            raise InvalidElf(f"section header entry size {shentsize} is too small")
-        return self._unpack("shdr", shoff + index * shentsize, "section header")
-
-    def _dynamic(self, offset: int, filesz: int) -> tuple[list[int], dict[int, int]]:
+    def _dynamic(self, offset: int, filesz: int, vaddr: int) -> tuple[list[int], dict[int, int]]:
         """Walk the dynamic array up to DT_NULL. The walk is bounded by the
-        segment's file size, so a missing terminator cannot make it run on."""
-        if offset + filesz > self.size:
-            raise InvalidElf(f"dynamic segment at offset {offset:#x} ({filesz} bytes) runs past the end of the file")
+        segment's file size, so a missing terminator cannot make it run on.
+        The loader reads the array at its address, so the file offset must be
+        where the PT_LOAD segments map that address."""
+        if not filesz:
+            raise InvalidElf("PT_DYNAMIC is empty")
+        self._aligned(offset, "dynamic segment")
+        if self._file_offset(vaddr, filesz, "dynamic segment")[0] != offset:
+            raise InvalidElf(f"dynamic segment at offset {offset:#x} is not where PT_LOAD maps its address "
+                             f"{vaddr:#x}")
         entry = self.st["dyn"]
+        usable = filesz - filesz % entry.size
         needed: list[int] = []
         tags: dict[int, int] = {}
-        end = offset + filesz
-        pos = offset
-        while pos + entry.size <= end:
-            tag, value = entry.unpack(self.data[pos:pos + entry.size])
+        for tag, value in entry.iter_unpack(self.data[offset:offset + usable]):
             if tag == DT_NULL:
                 return needed, tags
             if tag == DT_NEEDED:
@@ -293,47 +511,45 @@ class _Parser:
             else:
                 # The loader keeps the last entry of a repeated tag.
                 tags[tag] = value
-            pos += entry.size
         raise InvalidElf("dynamic segment has no DT_NULL terminator")
 
-    def _strtab_offset(self, tags, loads, shoff, shentsize, shnum, dynamic) -> tuple[int, int]:
-        """File offset and end of the dynamic string table: DT_STRTAB mapped
-        through PT_LOAD as the loader does, else the section that links it."""
-        end_limit = self.size
-        if DT_STRTAB in tags:
-            addr = tags[DT_STRTAB]
-            for vaddr, filesz, off in loads:
-                if vaddr <= addr < vaddr + filesz:
-                    start = addr - vaddr + off
-                    if DT_STRSZ in tags:
-                        end_limit = min(self.size, start + tags[DT_STRSZ])
-                    return start, end_limit
-        # Unusual layout: find the SHT_DYNAMIC section at the segment's offset
-        # and use the string table its sh_link names.
-        if shnum and dynamic is not None:
-            for i in range(min(shnum, 65536)):
-                s = self._section(shoff, shentsize, i)
-                sh_type, sh_offset, sh_link = s[1], s[4], s[6]
-                if sh_type == SHT_DYNAMIC and sh_offset == dynamic[0]:
-                    link = self._section(shoff, shentsize, sh_link)
-                    start, length = link[4], link[5]
-                    return start, min(self.size, start + length)
-        raise InvalidElf("dynamic string table (DT_STRTAB) is not mapped by any PT_LOAD segment")
-
-    def _dynstr(self, tags, loads, shoff, shentsize, shnum, dynamic, index: int, what: str) -> str:
-        if not hasattr(self, "_strtab"):
-            self._strtab = self._strtab_offset(tags, loads, shoff, shentsize, shnum, dynamic)
-        start, end = self._strtab
-        if index < 0 or start + index >= end:
-            raise InvalidElf(f"{what} string index {index:#x} is outside the string table")
-        return self._cstring(start + index, end, what)
+    def _strtab(self, tags: dict[int, int], needed: list[int]) -> tuple[int, int]:
+        """File offset and end of the dynamic string table, mapped through
+        PT_LOAD as the loader maps it; the other tables the loader reads
+        through the dynamic segment must lie in memory too."""
+        for addr_tag, size_tag in _DYN_TABLES:
+            if addr_tag in tags:
+                length = tags.get(size_tag, 0) if size_tag else 0
+                self._in_memory(tags[addr_tag], length, _dt_name(addr_tag))
+        if DT_STRTAB not in tags:
+            used = [name for tag, name in _STRING_TAGS.items() if tag in tags or (tag == DT_NEEDED and needed)]
+            if used:
+                raise InvalidElf(f"dynamic segment has {used[0]} but no DT_STRTAB")
+            return 0, 0
+        strsz = tags.get(DT_STRSZ)
+        start, load_end = self._file_offset(tags[DT_STRTAB], strsz or 1, "dynamic string table (DT_STRTAB)")
+        end = load_end if strsz is None else start + strsz
+        if strsz and self.data[end - 1:end] != b"\0":
+            raise InvalidElf(f"dynamic string table at offset {start:#x} does not end with a NUL byte")
+        return start, end
 
     def _cstring(self, start: int, end: int, what: str) -> str:
         end = min(end, self.size)
         if start >= end:
-            raise InvalidElf(f"{what} string at offset {start:#x} lies past the end of the file")
+            raise InvalidElf(f"{what} string at offset {start:#x} lies past the end of its table")
         stop = self.data.find(b"\0", start, end)
         if stop < 0:
             raise InvalidElf(f"{what} string at offset {start:#x} is not NUL-terminated")
         self.strings.append((what, start, stop - start))
         return os.fsdecode(bytes(self.data[start:stop]))
+
+
+def _pt_name(p_type: int) -> str:
+    return {PT_LOAD: "PT_LOAD", PT_DYNAMIC: "PT_DYNAMIC", PT_INTERP: "PT_INTERP", 4: "PT_NOTE",
+            PT_PHDR: "PT_PHDR", 7: "PT_TLS"}.get(p_type, f"type {p_type:#x}")
+
+
+def _dt_name(tag: int) -> str:
+    return {4: "DT_HASH", 0x6FFFFEF5: "DT_GNU_HASH", 6: "DT_SYMTAB", 7: "DT_RELA", 17: "DT_REL", 23: "DT_JMPREL",
+            36: "DT_RELR", 25: "DT_INIT_ARRAY", 26: "DT_FINI_ARRAY", 32: "DT_PREINIT_ARRAY",
+            0x6FFFFFF0: "DT_VERSYM", 0x6FFFFFFE: "DT_VERNEED", 0x6FFFFFFC: "DT_VERDEF"}.get(tag, f"tag {tag:#x}")

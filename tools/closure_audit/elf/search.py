@@ -9,6 +9,7 @@ interpreter lock, so threads would not help.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 SPLIT = 64 << 20  # big files are searched in ranges of this size ...
 PARALLEL_MIN = 256 << 20  # ... by worker processes once there is this much in big files
@@ -54,40 +55,52 @@ def search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[
     return out
 
 
-def search_files(jobs: list[tuple[str, int, tuple[bytes, ...]]], workers: int) -> list[list[tuple[int, int]] | None]:
-    """Search many files: one (path, size, needles) per job. Returns the hits
-    of each job, in any order, or None for a file that vanished or could not
-    be read."""
+def search_files(jobs: list[tuple[str, int, int, tuple[bytes, ...]]], workers: int,
+                 progress: Callable[[int], None] | None = None) -> list[list[tuple[int, int]] | None]:
+    """Search many byte ranges: one (path, start, end, needles) per job.
+    Returns the hits of each job, in any order, or None for a file that
+    vanished or could not be read. `progress` is told how many jobs are done,
+    as they finish."""
     out: list[list[tuple[int, int]] | None] = [[] for _ in jobs]
-    big = [j for j, (_, size, _) in enumerate(jobs) if size > SPLIT]
+    big = [j for j, (_, start, end, _) in enumerate(jobs) if end - start > SPLIT]
     pool = None
     futures = []
-    if workers > 1 and sum(jobs[j][1] for j in big) >= PARALLEL_MIN:
+    if workers > 1 and sum(jobs[j][2] - jobs[j][1] for j in big) >= PARALLEL_MIN:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
         for j in big:
-            path, size, needles = jobs[j]
-            for start in range(0, size, SPLIT):
-                futures.append((j, pool.submit(search, path, start, min(size, start + SPLIT), needles)))
+            path, start, end, needles = jobs[j]
+            for at in range(start, end, SPLIT):
+                futures.append((j, pool.submit(search, path, at, min(end, at + SPLIT), needles)))
+    done = 0
     try:
         # Whatever the workers do not take is searched here, meanwhile.
-        for j, (path, size, needles) in enumerate(jobs):
-            if pool is not None and size > SPLIT:
+        for j, (path, start, end, needles) in enumerate(jobs):
+            if pool is not None and end - start > SPLIT:
                 continue
             try:
-                out[j] = search(path, 0, size, needles)
+                out[j] = search(path, start, end, needles)
             except OSError:
                 out[j] = None
+            done += 1
+            if progress is not None:
+                progress(done)
+        pending = {j: sum(1 for k, _ in futures if k == j) for j, _ in futures}
         for j, fut in futures:
             try:
                 hits = fut.result()
             except OSError:
                 out[j] = None
-                continue
-            if out[j] is not None:
-                out[j].extend(hits)
+            else:
+                if out[j] is not None:
+                    out[j].extend(hits)
+            pending[j] -= 1
+            if not pending[j]:
+                done += 1
+                if progress is not None:
+                    progress(done)
     finally:
         if pool is not None:
             pool.shutdown()

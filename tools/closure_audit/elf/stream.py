@@ -19,6 +19,7 @@ from .reader import ELF_MAGIC, ElfFile, InvalidElf, check_size, parse_elf
 from .search import OVERLAP, find_needles
 
 HEAD = 8 << 20  # bytes of an ELF file kept from its start
+TAIL = 1 << 20  # and from its end (the section table and its names)
 STRUCT_WINDOW = 4096  # a missing header or dynamic entry brings this much with it
 STRING_WINDOW = 1 << 16  # a missing string brings this much, unless it needs more
 
@@ -146,6 +147,7 @@ class StreamedFile:
         self.elf_error: str | None = None
         self.complete = True
         self._contexts: list[tuple[int, int]] = []
+        self._recall: list[tuple[int, int]] = []  # every range a pass found already passed
         self._restart_state()
 
     def _restart_state(self) -> None:
@@ -158,11 +160,13 @@ class StreamedFile:
     def restart(self) -> None:
         """Before another pass over the same contents: hits are not searched
         again; the head and what the parse found missing are captured anew."""
-        behind = self._behind
+        # Every range any pass found behind it: a parse may need two that lie
+        # behind what it asked for first (the dynamic strings, the section names).
+        self._recall += self._behind
         self.needles = ()
         self._restart_state()
         head = (0, min(self.size, HEAD))
-        self._wanted = [head, *behind]
+        self._wanted = [head, self._tail_range(), *self._recall]
         self._awaiting = [head]
 
     # -- streaming -------------------------------------------------------------------
@@ -182,7 +186,7 @@ class StreamedFile:
             else:
                 self.complete = False
                 head = (0, min(self.size, HEAD))
-                self._wanted.append(head)
+                self._wanted += [head, self._tail_range()]
                 self._awaiting.append(head)
         if self.needles:
             buf = self._tail + piece
@@ -201,6 +205,11 @@ class StreamedFile:
         self.offset = end
         if self.is_elf and not self.complete:
             self._discover(piece, start)
+
+    def _tail_range(self) -> tuple[int, int]:
+        """The end of the file, where linkers put the section table and its
+        names: kept on every pass, so the parse finds them when it asks."""
+        return (max(0, self.size - TAIL), self.size)
 
     def _want(self, a: int, b: int, buf, base: int) -> None:
         """Capture [a, b) from `buf` (which starts at file offset `base`) and

@@ -5,7 +5,8 @@ is ELF. Symlinked files are read at their real location (once, however many
 links lead there); symlinked directories are entered only when the caller
 allows their real location, which is how a Nix profile made of links into
 other store paths is audited while a venv's link to the host Python is not.
-Nothing here raises for a bad file: every problem becomes a (path, reason) pair.
+Wheels are walked in memory, member by member (wheel.py). Nothing here raises
+for a bad file: every problem becomes a (path, reason) pair.
 """
 
 from __future__ import annotations
@@ -18,8 +19,20 @@ from dataclasses import dataclass, field
 
 from ..paths import under
 from ..storepath import store_dir
-from ..targets import resolve_targets
-from .reader import ElfFile, InvalidElf, read_elf
+from ..targets import is_wheel, resolve_targets
+from .files import HostFiles
+from .reader import ElfFile, InvalidElf
+
+
+@dataclass
+class Held:
+    """What one target holds: files, valid ELF files, and invalid or
+    unreadable ones (path, reason). Files reached from several targets count
+    for each."""
+
+    files: int = 0
+    elf: int = 0
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -30,6 +43,7 @@ class Scan:
     elf: dict[str, ElfFile] = field(default_factory=dict)
     problems: list[tuple[str, str]] = field(default_factory=list)
     skipped_links: int = 0  # symlinks leading outside what is audited
+    targets: dict[str, Held] = field(default_factory=dict)
 
 
 def _os_reason(exc: OSError) -> str:
@@ -38,13 +52,6 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "unreadable: permission denied"
     return f"unreadable: {exc.strerror or exc}"
-
-
-def _check_name(path: str, name: str, scan: Scan) -> None:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        scan.problems.append((path, "file name is not valid UTF-8"))
 
 
 class Walker:
@@ -57,17 +64,24 @@ class Walker:
 
     def __init__(self, allow: Callable[[str], bool], ignore: Callable[[str], bool] | None = None,
                  progress: Callable[[int], None] | None = None,
-                 found: Callable[[str, ElfFile], None] | None = None):
+                 found: Callable[[str, ElfFile], None] | None = None, files: HostFiles | None = None):
         self.allow = allow
         self.ignore = ignore
         self.progress = progress
         self.found = found
+        self.files = files if files is not None else HostFiles()
         self.scan = Scan()
-        self._seen_files: set[tuple[int, int]] = set()
+        self._seen_files: dict[tuple, tuple[str, str | None] | None] = {}  # -> (path, problem) of ELF files
         self._tops: list[str] = []
+        self._held = Held()  # what the target being walked holds
 
     def add(self, target: str) -> None:
-        """Audit `target`, a real path (file or directory)."""
+        """Audit `target`, a real path (file, directory, or a wheel of `files`)."""
+        self._held = self.scan.targets.setdefault(target, Held())
+        if target in getattr(self.files, "wheels", ()):
+            for path in self.files.files_of(target):
+                self._regular(path, "wheel", path)
+            return
         st = os.stat(target)
         if stat.S_ISDIR(st.st_mode):
             self._walk(target)
@@ -93,9 +107,9 @@ class Walker:
                 scan.problems.append((directory, f"cannot list directory: {_os_reason(exc)}"))
                 continue
             for entry in entries:
+                # Names are bytes (surrogate-escaped here): a file is judged by its
+                # contents, whatever its name; the output escapes what is not UTF-8.
                 name = entry.name
-                if not name.isascii():
-                    _check_name(entry.path, name, scan)
                 try:
                     if entry.is_file(follow_symlinks=False):
                         regular(entry.path, dev, entry.inode())
@@ -106,26 +120,44 @@ class Walker:
                 except OSError as exc:
                     scan.problems.append((entry.path, _os_reason(exc)))
 
-    def _regular(self, path: str, dev: int, inode: int) -> None:
+    def _regular(self, path: str, dev, inode) -> None:
         key = (dev, inode)
-        if key in self._seen_files or (self.ignore is not None and self.ignore(path)):
+        if key in self._seen_files:
+            self._count(self._seen_files[key])
             return
-        self._seen_files.add(key)
+        if self.ignore is not None and self.ignore(path):
+            return
         scan = self.scan
         scan.files += 1
         if self.progress is not None and scan.files % 512 == 0:
             self.progress(scan.files)
+        elf: tuple[str, str | None] | None = None
         try:
-            info = read_elf(path)
+            info = self.files.read_elf(path)
         except InvalidElf as exc:
             scan.problems.append((path, exc.reason))
+            elf = (path, exc.reason)
         except OSError as exc:
+            # Unreadable: perhaps ELF, perhaps not; counted with the invalid ones.
             scan.problems.append((path, _os_reason(exc)))
+            elf = (path, _os_reason(exc))
         else:
             if info is not None:
                 scan.elf[path] = info
+                elf = (path, None)
                 if self.found is not None:
                     self.found(path, info)
+        self._seen_files[key] = elf
+        self._count(elf)
+
+    def _count(self, elf: tuple[str, str | None] | None) -> None:
+        held = self._held
+        held.files += 1
+        if elf is not None:
+            if elf[1] is None:
+                held.elf += 1
+            else:
+                held.invalid.append(elf)
 
     def _link(self, path: str, name: str, stack: list[str]) -> None:
         try:
@@ -161,6 +193,7 @@ class Walked:
     roots: tuple[str, ...]
     scan: Scan
     scope: tuple[str, ...]
+    files: HostFiles  # where the files were read: the loader reads there too
 
 
 def walk_targets(targets: list[str], *, root: str | None = None,
@@ -180,8 +213,17 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         def allow(path: str) -> bool:
             return any(under(path, r) for r in roots)
     scope = tuple(dict.fromkeys(roots + tuple(reals)))
+    wheels = [t for t in reals if is_wheel(t)]
+    if wheels:
+        from .wheel import WheelFiles  # zipfile and its codecs: only for wheels
+
+        files = WheelFiles(wheels)
+    else:
+        files = HostFiles()
     walker = Walker(allow, ignore=(lambda p: ignore(p, scope)) if ignore else None, progress=progress,
-                    found=found)
+                    found=found, files=files)
+    if wheels:
+        walker.scan.problems.extend(files.problems)
     for t in reals:
         walker.add(t)
-    return Walked(reals, mode, roots, walker.scan, scope)
+    return Walked(reals, mode, roots, walker.scan, scope, files)

@@ -4,6 +4,7 @@ the wrong place, or load by luck, and what is wrong with each runpath."""
 from __future__ import annotations
 
 from ..loader import model as ld
+from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from ..loader.chains import Resolved
 from ..loader.model import Chain, LoadedObject, Loader, Resolution
 from .collector import Findings
@@ -39,8 +40,15 @@ class LoadJudge:
                 elif (not env.nix and res.how in (ld.RPATH, ld.RUNPATH, ld.DEFAULT, ld.PATH)
                       and not env.in_tree(self.loader.realpath(res.path))
                       and not ld.matches_any(name, env.host_allowed)):
-                    add("resolved-on-host", obj.real, f"{name} resolves only outside the tree, at {res.path}",
-                        needed=name, host_path=res.path)
+                    if ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES):
+                        # What breaks at import time on any machine without that CUDA install.
+                        add("cuda-library-from-host", obj.real,
+                            f"{name} is not in the tree; only the host has it, at {res.path}: ship it (the "
+                            f"NVIDIA wheel or redistributable that holds it)", needed=name, host_path=res.path)
+                    else:
+                        add("resolved-on-host", obj.real,
+                            f"{name} resolves only outside the tree, at {res.path}", needed=name,
+                            host_path=res.path)
                 if res.shadowed:
                     add("ambiguous-library", obj.real,
                         f"{name} is found in {len(res.shadowed) + 1} runpath directories with different "
@@ -79,6 +87,10 @@ class LoadJudge:
             return
         self._linted.add(obj.real)
         env, elf, add = self.env, obj.elf, self.findings.add
+        if env.nix and elf.interp is not None and not env.in_store(elf.interp):
+            add("interpreter-outside-store", obj.real,
+                f"its interpreter {elf.interp} is outside the store: it runs only where the host has that "
+                f"file, with the host's glibc (patchelf --set-interpreter to the store's)", interpreter=elf.interp)
         tag, value = ("DT_RUNPATH", elf.runpath) if elf.runpath is not None else ("DT_RPATH", elf.rpath)
         if value is None:
             return

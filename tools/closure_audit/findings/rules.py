@@ -31,6 +31,8 @@ _RULES = (
          "A library cannot find a need it relies on the process having loaded already."),
     Rule("resolved-on-host", None, WARNING, ("needed", "host_path"),
          "A library outside the C runtime family resolves only from outside the tree."),
+    Rule("cuda-library-from-host", None, ERROR, ("needed", "host_path"),
+         "A CUDA library the tree needs (not a driver library) resolves only from the host."),
     Rule("missing-driver-runpath", ERROR, None, ("needed",),
          "An object needs or opens a driver library but has no driver directory in its runpath."),
     Rule("stub-in-runpath", ERROR, ERROR, ("entry",),
@@ -41,6 +43,8 @@ _RULES = (
          "A runpath entry leaves the store (nix-store mode) or the tree (tree mode)."),
     Rule("runpath-empty-entry", WARNING, WARNING, ("entry",),
          "An empty runpath component, which the loader reads as the working directory."),
+    Rule("interpreter-outside-store", ERROR, None, ("interpreter",),
+         "A program in the store names an interpreter (PT_INTERP) outside the store."),
     Rule("ambiguous-library", WARNING, WARNING, ("needed", "winner", "others"),
          "Two runpath directories of one object offer different files under one name."),
     # What objects open at run time (dlopen), named in their read-only data.

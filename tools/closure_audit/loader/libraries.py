@@ -9,8 +9,22 @@ GLIBC_FAMILY = (
 )
 # The C runtime family a tree may take from the host.
 C_RUNTIME_FAMILY = GLIBC_FAMILY + ("libstdc++.so.6", "libgcc_s.so.1")
+# The machine's GPU driver: always from the host (docs/loader.md#driver-libraries
+# documents each entry; a test keeps that table and this one in step).
 DRIVER_LIBRARIES = (
     "libcuda.so*", "libnvidia-*.so*", "libnvcuvid.so*", "libnvidia-ml.so*", "libcudadebugger.so*",
+    "libnvoptix.so*", "libEGL_nvidia.so*", "libGLX_nvidia.so*", "libGLESv*_nvidia.so*",
+)
+# NVIDIA's CUDA libraries that ship with the software (toolkit, math
+# libraries, cuDNN, NCCL, NVSHMEM), never with the driver: a tree must hold
+# the ones it needs (rule cuda-library-from-host).
+CUDA_TOOLKIT_LIBRARIES = (
+    "libcudart.so*", "libnvrtc.so*", "libnvrtc-builtins*.so*", "libnvrtc.alt.so*", "libnvJitLink.so*",
+    "libnvfatbin.so*", "libnvvm.so*", "libcublas.so*", "libcublasLt.so*", "libnvblas.so*", "libcufft.so*",
+    "libcufftw.so*", "libcurand.so*", "libcusparse.so*", "libcusparseLt.so*", "libcusolver.so*",
+    "libcusolverMg.so*", "libcudnn*.so*", "libnccl.so*", "libnvshmem*.so*", "libcupti.so*",
+    "libnvperf_host.so*", "libnvperf_target.so*", "libcufile.so*", "libcufile_rdma.so*", "libnpp*.so*",
+    "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*",
 )
 DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
 
@@ -18,16 +32,9 @@ DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
 # class whose patterns match, else "unknown". docs/loader.md#what-an-object-opens
 # explains each class and what the audit requires of it.
 OPENED_CLASSES = (
-    ("driver", DRIVER_LIBRARIES + (
-        "libEGL_nvidia.so*", "libGLX_nvidia.so*", "libGLESv*_nvidia.so*", "libnvoptix.so*")),
-    ("toolkit", (
-        "libcudart.so*", "libnvrtc.so*", "libnvrtc-builtins*.so*", "libnvrtc.alt.so*", "libnvJitLink.so*",
-        "libnvfatbin.so*", "libnvvm.so*", "libcublas.so*", "libcublasLt.so*", "libnvblas.so*", "libcufft.so*",
-        "libcufftw.so*", "libcurand.so*", "libcusparse.so*", "libcusparseLt.so*", "libcusolver.so*",
-        "libcusolverMg.so*", "libcudnn*.so*", "libnccl.so*", "libnvshmem*.so*", "libcupti.so*",
-        "libnvperf_host.so*", "libnvperf_target.so*", "libcufile.so*", "libcufile_rdma.so*", "libnpp*.so*",
-        "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*",
-        "nvshmem_*.so*")),
+    ("driver", DRIVER_LIBRARIES),
+    # NVSHMEM's transports and bootstraps are opened by their file names alone.
+    ("toolkit", CUDA_TOOLKIT_LIBRARIES + ("nvshmem_*.so*",)),
     ("optional", (
         "libibverbs.so*", "libmlx5.so*", "librdmacm.so*", "libgdrapi.so*", "libfabric.so*", "libucp.so*",
         "libucs.so*", "libmpi*.so*", "liboshmem.so*", "libpmix.so*", "libnuma.so*", "libEGL.so*", "libGL.so*",

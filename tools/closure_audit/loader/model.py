@@ -26,11 +26,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 
 from ..paths import under
-from ..elf.reader import ElfFile, InvalidElf, read_elf
+from ..elf.files import HostFiles
+from ..elf.reader import ElfFile, InvalidElf
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES, GLIBC_FAMILY
 
 
@@ -190,8 +190,11 @@ class Loader:
     """Resolves load chains. Caches directory listings, parsed candidates and
     search results, so auditing many roots over the same libraries is cheap."""
 
-    def __init__(self, env: Environment, known: dict[str, ElfFile] | None = None):
+    def __init__(self, env: Environment, known: dict[str, ElfFile] | None = None, files: HostFiles | None = None):
+        """`known`: ELF files already read, by real path; `files`: where files
+        are read (the host's file system, or wheels read in memory)."""
         self.env = env
+        self.files = files if files is not None else HostFiles()
         self._listing: dict[str, frozenset[str] | None] = {}
         self._files: dict[str, tuple[tuple[int, int] | None, ElfFile | None, str | None]] = {}
         self._search: dict[tuple, tuple] = {}
@@ -204,7 +207,7 @@ class Loader:
         try:
             return self._real[path]
         except KeyError:
-            real = self._real[path] = os.path.realpath(path)
+            real = self._real[path] = self.files.realpath(path)
             return real
 
     # -- file system, cached -------------------------------------------------
@@ -214,11 +217,7 @@ class Loader:
             return self._listing[directory]
         except KeyError:
             pass
-        try:
-            names = frozenset(os.listdir(directory))
-        except OSError:
-            names = None
-        self._listing[directory] = names
+        names = self._listing[directory] = self.files.listdir(directory)
         return names
 
     def dir_exists(self, directory: str) -> bool:
@@ -231,14 +230,13 @@ class Loader:
             return self._files[path]
         except KeyError:
             pass
-        result: tuple[tuple[int, int] | None, ElfFile | None, str | None]
-        try:
-            st = os.stat(path)
-        except OSError:
+        result: tuple[tuple | None, ElfFile | None, str | None]
+        found = self.files.identity(path)
+        if found is None:
             result = (None, None, None)
         else:
-            ident = (st.st_dev, st.st_ino)
-            if not stat.S_ISREG(st.st_mode):
+            ident, regular = found
+            if not regular:
                 result = (ident, None, "not a regular file")
             else:
                 elf = self._known.get(self.realpath(path))
@@ -246,7 +244,7 @@ class Loader:
                     result = (ident, elf, None)
                 else:
                     try:
-                        elf = read_elf(path)
+                        elf = self.files.read_elf(path)
                     except InvalidElf as exc:
                         result = (ident, None, f"invalid ELF: {exc.reason}")
                     except PermissionError:
@@ -368,7 +366,7 @@ class Loader:
                 found = (path, d, ident)
             elif d.how != DEFAULT and elf is not None and elf.abi_key() == abi and ident != found[2]:
                 # Another runpath directory offers the same name: fine only if identical.
-                if not _same_contents(found[0], path):
+                if not self.files.same_contents(found[0], path):
                     shadowed.append(path)
         if found is None:
             return (NOT_FOUND, None, None, searched, skipped, None, ())
@@ -456,12 +454,3 @@ class Loader:
 def _strip_slashes(path: str) -> str:
     stripped = path.rstrip("/")
     return stripped or "/"
-
-
-def _same_contents(a: str, b: str) -> bool:
-    import filecmp
-
-    try:
-        return filecmp.cmp(a, b, shallow=False)
-    except OSError:
-        return False

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .. import __version__, schemas
-from .text import printable
+from .text import utf8
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing
 if TYPE_CHECKING:  # the loader's model is imported by the one report that needs it (archs starts faster)
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the loader's model is imported by the one report that needs
 
 def _clean(value):
     if isinstance(value, str):
-        return value if value.isascii() else printable(value)
+        return value if value.isascii() else utf8(value)
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):

@@ -1,5 +1,5 @@
-"""The gate's summary as Markdown, fit for a pull-request comment or
-$GITHUB_STEP_SUMMARY, and where it is written."""
+"""The gate's and the diff's summaries as Markdown, fit for a pull-request
+comment or $GITHUB_STEP_SUMMARY, and where they are written."""
 
 from __future__ import annotations
 
@@ -13,15 +13,41 @@ from ..units import format_size
 from .text import printable
 
 MAX_FINDINGS = 50
+MAX_PACKAGES = 100
 
 
 def _cell(text: str) -> str:
     return printable(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _verdict(command: str, findings) -> list[str]:
+    failed = any(f.severity == "error" for f in findings)
+    return [f"## closure-audit {command}: {'❌ failed' if failed else '✅ passed'}", ""]
+
+
+def _findings_table(findings) -> list[str]:
+    if not findings:
+        return []
+    lines = ["", "| rule | severity | finding |", "| --- | --- | --- |"]
+    for f in findings[:MAX_FINDINGS]:
+        lines.append(f"| `{f.rule}` | {f.severity} | {_cell(f.message)} |")
+    if len(findings) > MAX_FINDINGS:
+        lines.append(f"| | | … {len(findings) - MAX_FINDINGS} more in the JSON report |")
+    return lines
+
+
+def _explanation(e, where: str) -> list[str]:
+    lines = ["", f"<details><summary><code>{_cell(name_part(e.path))}</code> is in "
+             f"<code>{_cell(where)}</code>: {_cell(e.reason or '')}</summary>", ""]
+    for hop in e.hops:
+        best = hop.evidence.best(1)
+        at = (f" — `{_cell(best[0].file)}` @{best[0].offset:#x} ({best[0].kind})" if best else "")
+        lines.append(f"- `{_cell(name_part(hop.referrer))}` → `{_cell(name_part(hop.reference))}`{at}")
+    return lines + ["", "</details>"]
+
+
 def gate_markdown(results, findings) -> str:
-    errors = [f for f in findings if f.severity == "error"]
-    lines = [f"## closure-audit gate: {'❌ failed' if errors else '✅ passed'}", ""]
+    lines = _verdict("gate", findings)
     lines += ["| target | closure | budget | baseline | growth | verdict |",
               "| --- | ---: | ---: | ---: | ---: | --- |"]
     for r in results:
@@ -34,21 +60,10 @@ def gate_markdown(results, findings) -> str:
             growth += f" ({(r.closure_size - r.baseline_size) * 100 / r.baseline_size:+.1f}%)"
         lines.append(f"| `{_cell(b.name)}` | {format_size(r.closure_size)} | {budget} | {base} | {growth} | "
                      f"{'❌ fail' if bad else '✅ pass'} |")
-    if findings:
-        lines += ["", "| rule | severity | finding |", "| --- | --- | --- |"]
-        for f in findings[:MAX_FINDINGS]:
-            lines.append(f"| `{f.rule}` | {f.severity} | {_cell(f.message)} |")
-        if len(findings) > MAX_FINDINGS:
-            lines.append(f"| | | … {len(findings) - MAX_FINDINGS} more in the JSON report |")
+    lines += _findings_table(findings)
     for r in results:
         for e in r.explanations:
-            lines += ["", f"<details><summary><code>{_cell(name_part(e.path))}</code> is in "
-                      f"<code>{_cell(r.budget.name)}</code>: {_cell(e.reason or '')}</summary>", ""]
-            for hop in e.hops:
-                best = hop.evidence.best(1)
-                where = (f" — `{_cell(best[0].file)}` @{best[0].offset:#x} ({best[0].kind})" if best else "")
-                lines.append(f"- `{_cell(name_part(hop.referrer))}` → `{_cell(name_part(hop.reference))}`{where}")
-            lines += ["", "</details>"]
+            lines += _explanation(e, r.budget.name)
     if r_largest := [(r.budget.name, p, s) for r in results for p, s in r.largest_added[:3]]:
         lines += ["", "<details><summary>largest added sizes</summary>", "",
                   "| target | path | added |", "| --- | --- | ---: |"]
@@ -57,10 +72,36 @@ def gate_markdown(results, findings) -> str:
     return "\n".join(lines) + "\n"
 
 
+def diff_markdown(old, new, packages, findings, explanations, old_size: int, new_size: int) -> str:
+    """The diff in the gate's style: verdict, one table of what changed,
+    findings, and the chain of each forbidden path the new closure brings."""
+    lines = _verdict("diff", findings)
+    lines += [f"{format_size(old_size)} → {format_size(new_size)} ({format_size(new_size - old_size, signed=True)})",
+              ""]
+    if packages:
+        lines += ["| package | status | version | size | delta |", "| --- | --- | --- | ---: | ---: |"]
+        for p in packages[:MAX_PACKAGES]:
+            name = p.name if p.output == "out" else f"{p.name} ({p.output})"
+            versions = f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}"
+            lines.append(f"| `{_cell(name)}` | {p.status} | {_cell(versions)} | {format_size(p.new_size)} | "
+                         f"{format_size(p.delta, signed=True)} |")
+        if len(packages) > MAX_PACKAGES:
+            lines.append(f"| | | … {len(packages) - MAX_PACKAGES} more in the JSON report | | |")
+    else:
+        lines.append("The closures hold the same paths.")
+    lines += _findings_table(findings)
+    for e in explanations:
+        lines += _explanation(e, ", ".join(name_part(r) for r in new.roots))
+    return "\n".join(lines) + "\n"
+
+
 def write_summary(render: Callable[[], str], markdown: str | None) -> None:
     """Write the summary to `markdown` (a file, or '-' for standard output)
-    and append it to $GITHUB_STEP_SUMMARY when that is set."""
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    and append it to $GITHUB_STEP_SUMMARY when that is set. One file named
+    both ways is written once, appended to as the step summary is."""
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY") or None
+    if markdown is not None and markdown != "-" and step_summary is not None and _same_file(markdown, step_summary):
+        markdown = None
     files = [f for f in (markdown, step_summary) if f]
     if not files:
         return
@@ -74,3 +115,16 @@ def write_summary(render: Callable[[], str], markdown: str | None) -> None:
                 out.write(text)
         except OSError as exc:
             raise UsageError(f"cannot write the Markdown summary to {f}: {exc.strerror}") from None
+
+
+def check_markdown_option(markdown: str | None, json: bool) -> None:
+    """Markdown and JSON cannot share standard output."""
+    if markdown == "-" and json:
+        raise UsageError("--markdown - and --json both write to standard output; give --markdown a FILE")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)

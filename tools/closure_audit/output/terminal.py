@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 
 from rich.table import Table
@@ -28,11 +29,26 @@ MAX_PACKAGES = 200  # diff rows shown, largest size change first
 EVIDENCE_ROWS = 5
 
 
+# Where standard output is no terminal (a CI log, a file, a pipe), lines are
+# never wrapped: this wide unless COLUMNS says otherwise.
+UNWRAPPED = 1 << 16
+
+
 def console():
-    """The console commands print their reports on."""
+    """The console commands print their reports on. Names are printed as they
+    are (no markup, no emoji codes, no highlighting); colour and styles only
+    on a terminal, and not under NO_COLOR or TERM=dumb, so a log or a pipe
+    never holds an escape sequence."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    tty = sys.stdout.isatty()
+    styled = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    width = None
+    if not tty:
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else UNWRAPPED
+    return Console(highlight=False, markup=False, emoji=False, width=width,
+                   color_system="auto" if styled else None, force_terminal=None if styled else False)
 
 
 def _plural(n: int, word: str) -> str:
@@ -68,7 +84,9 @@ def findings_tables(console, findings, short=printable) -> None:
         table = Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}",
                                           (f"  {RULES[rule].summary}", "dim")),
                       title_justify="left", header_style="dim", pad_edge=False, box=None)
-        table.add_column("file", style=STYLE.get(severity, ""), overflow="fold", max_width=70)
+        # A narrow file column suits a terminal; a log keeps each finding on one line.
+        table.add_column("file", style=STYLE.get(severity, ""), overflow="fold",
+                         max_width=70 if console.is_terminal else None)
         table.add_column("detail", overflow="fold")
         for f in items[:MAX_ROWS]:
             table.add_row(short(f.file), printable(f.message))
@@ -96,7 +114,7 @@ def render_audit(report, console, tree: Chain | None = None) -> None:
         return printable(relative_to(path, report.env.tree_roots) or path)
 
     header(console, "audit", report.mode, report.targets)
-    line = Text(f"{report.files:,} files, {report.elf_files:,} ELF, "
+    line = Text(f"{_plural(report.files, 'file')}, {report.elf_files:,} ELF, "
                 f"{_plural(len(report.entry_points), 'entry point')} · ")
     console.print(line + counts(report.findings))
     if tree is not None:
@@ -106,6 +124,10 @@ def render_audit(report, console, tree: Chain | None = None) -> None:
         console.print()
         console.print(opened_table(report.opened, report.mode, short))
     findings_tables(console, report.findings, short)
+    added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
+    for e in report.explanations:
+        console.print()
+        console.print(explanation_tree(e, added))
     verdict(console, report.findings)
 
 
@@ -161,7 +183,7 @@ def _load_tree(chain: Chain, mode: str, short) -> Tree:
         for res in obj.resolutions:
             label = _label(res, mode)
             style = _HOW_STYLE.get(label, "green")
-            text = Text(res.needed, style="bold" if res.how != ld.ALREADY_LOADED else "dim")
+            text = Text(printable(res.needed), style="bold" if res.how != ld.ALREADY_LOADED else "dim")
             if res.path and res.how not in (ld.ALREADY_LOADED, ld.PRELOADED):
                 text.append(f" → {short(res.path)}")
             text.append(f"  [{label}", style=style)
@@ -184,13 +206,13 @@ def _load_tree(chain: Chain, mode: str, short) -> Tree:
 # -- why -------------------------------------------------------------------------
 
 def _store_name(path: str) -> str:
-    return name_part(path) or path
+    return printable(name_part(path) or path)
 
 
 def explanation_tree(e, added: dict[str, int]) -> Tree:
     title = Text.assemble((_store_name(e.path), "bold red" if e.reason else "bold"))
     if e.reason:
-        title.append(f"  forbidden ({e.pattern}): {e.reason}", style="red")
+        title.append(f"  forbidden ({printable(e.pattern)}): {printable(e.reason)}", style="red")
     title.append(f"  · adds {format_size(added.get(e.path, 0))}", style="dim")
     tree = Tree(title)
     branch = tree.add(Text(_store_name(e.chain[0]), style="bold"))
@@ -212,10 +234,10 @@ def _evidence(branch, hop) -> None:
     for h in ev.best(EVIDENCE_ROWS):
         t = Text(f"{printable(h.file) or '.'} @{h.offset:#x} ")
         t.append(h.kind, style=_KIND_STYLE.get(h.kind, ""))
-        t.append(f"  {h.entry}" if h.entry else f"  {h.context}", style="dim")
+        t.append(f"  {printable(h.entry)}" if h.entry else f"  {printable(h.context)}", style="dim")
         branch.add(t)
     if ev.total > EVIDENCE_ROWS:
-        branch.add(Text(f"… {ev.total - EVIDENCE_ROWS} more hits (--json lists {min(ev.total, 20)})",
+        branch.add(Text(f"… {_plural(ev.total - EVIDENCE_ROWS, 'more hit')} (--json lists {min(ev.total, 20)})",
                         style="dim"))
 
 
@@ -253,7 +275,7 @@ def render_size(console, closure, rows, total: int) -> None:
                           _store_name(r.path))
         console.print(table)
     if len(rows) < rows.paths:
-        console.print(Text(f"… {rows.paths - len(rows)} more paths (--top N, or --json)", style="dim"))
+        console.print(Text(f"… {_plural(rows.paths - len(rows), 'more path')} (--top N, or --json)", style="dim"))
 
 
 # -- diff ------------------------------------------------------------------------
@@ -270,9 +292,9 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
     table.add_column("size", justify="right")
     table.add_column("delta", justify="right")
     for p in packages[:MAX_PACKAGES]:
-        name = p.name if p.output == "out" else f"{p.name} ({p.output})"
+        name = printable(p.name if p.output == "out" else f"{p.name} ({p.output})")
         style = "bold red" if forbidden & set(p.new_paths) else {"added": "green", "removed": "dim"}.get(p.status, "")
-        versions = f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}"
+        versions = printable(f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}")
         table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
                       Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
     if len(packages) > MAX_PACKAGES:
@@ -295,7 +317,7 @@ def render_gate(console, results, findings) -> None:
         b = r.budget
         bad = not r.passed(findings)
         growth = "" if r.baseline_size is None else format_size(r.closure_size - r.baseline_size, signed=True)
-        table.add_row(b.name, format_size(r.closure_size),
+        table.add_row(printable(b.name), format_size(r.closure_size),
                       format_size(b.max_closure_size) if b.max_closure_size is not None else "",
                       format_size(r.baseline_size) if r.baseline_size is not None else "", growth,
                       Text("FAIL", style="bold red") if bad else Text("pass", style="green"))
@@ -341,7 +363,8 @@ def render_archs(console, report) -> None:
                            f"{' + PTX for newer GPUs' if request.forward_compat else ''} ({request.source})",
                            style="dim"))
     if not report.deep:
-        console.print(Text("fatbin sections only; --deep also searches the rest of every file", style="dim"))
+        console.print(Text("fatbin sections, and data sections of libraries with device code; --deep also searches "
+                           "the rest of every file", style="dim"))
     for f in report.files:
         title = Text.assemble((short(f.path), "bold"),
                               (f"  {_plural(f.containers, 'container')}, {format_size(f.stored)}", "dim"))
@@ -353,7 +376,7 @@ def render_archs(console, report) -> None:
             table.add_column(col, justify=just)
         for g in f.groups[:MAX_ROWS]:
             code = g.code.name + (" (debug)" if g.debug else "")
-            table.add_row(code, g.section, f"{g.entries:,}", format_size(g.stored), format_size(g.uncompressed),
+            table.add_row(code, printable(g.section), f"{g.entries:,}", format_size(g.stored), format_size(g.uncompressed),
                           ", ".join(sorted(g.compression)), _use(g.wanted))
         if len(f.groups) > MAX_ROWS:
             table.add_row(Text(f"… {len(f.groups) - MAX_ROWS} more (--json lists all)", style="dim"))

@@ -1,0 +1,209 @@
+"""Output a CI job and a terminal can trust: names shown literally and
+safely, no escape sequence where no terminal is, a closed pipe ends quietly,
+summaries written once, progress where a person watches. Closures here are
+saved dumps over a store directory made for the test, so no Nix is needed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+HASH = {"root": "a" * 32, "magma": "b" * 32, "root2": "c" * 32}
+
+
+@pytest.fixture
+def hostile(build):
+    """Libraries whose names hold rich markup and an escape sequence; each
+    needs a library that is missing, so each is named in a finding."""
+    dep = build.lib("libdep.so")
+    for name in (b"[bold red]x[/].so", b"\x1b[31mevil.so", b":smile:.so"):
+        lib = build.lib("tmp.so", links=[dep])
+        path = os.fsencode(str(build.root)) + b"/" + name  # "[bold red]x[" is a directory
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.rename(lib, path)
+    dep.unlink()
+    return build.root
+
+
+def test_names_are_shown_literally_and_escaped(hostile):
+    p = run_cli("audit", str(hostile))
+    assert p.returncode == 1
+    assert "[bold red]x[/].so" in p.stdout and ":smile:.so" in p.stdout
+    assert "\\x1b[31mevil.so" in p.stdout and "\x1b" not in p.stdout
+
+
+def _pty_run(args: list[str], env: dict) -> bytes:
+    """Run closure-audit with its standard output on a pseudo-terminal."""
+    leader, follower = pty.openpty()
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), **env)
+    e.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
+    proc = subprocess.Popen([sys.executable, "-m", "closure_audit", *args], stdout=follower,
+                            stderr=subprocess.DEVNULL, env=e)
+    os.close(follower)
+    out = b""
+    while True:
+        ready, _, _ = select.select([leader], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 1 << 16)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(leader)
+    return out
+
+
+def test_no_color_on_a_terminal_means_no_escape_at_all(hostile):
+    styled = _pty_run(["audit", str(hostile)], {"TERM": "xterm-256color"})
+    assert b"\x1b[" in styled  # a terminal gets colours ...
+    assert b"\\x1b[31mevil.so" in styled and b"\x1b[31mevil" not in styled  # ... never a name's own
+    plain = _pty_run(["audit", str(hostile)], {"TERM": "xterm-256color", "NO_COLOR": "1"})
+    assert b"\x1b" not in plain and b"[bold red]x[/].so" in plain
+
+
+def test_logs_are_not_wrapped(build):
+    deep = "d" * 60 + "/" + "e" * 60
+    dep = build.lib(f"{deep}/libdep.so")
+    build.lib(f"{deep}/libtop_with_a_long_name.so", links=[dep])
+    dep.unlink()
+    p = run_cli("audit", str(build.root), env={"COLUMNS": ""})
+    line = next(ln for ln in p.stdout.splitlines() if "libtop_with_a_long_name.so" in ln)
+    assert f"{deep}/libtop_with_a_long_name.so" in line and "libdep.so is not found" in line
+
+
+def _closed_pipe(args: list[str], **env) -> subprocess.CompletedProcess:
+    """Run with standard output a pipe nobody reads: closed before the first write."""
+    e = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), **env)
+    proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return subprocess.CompletedProcess(args, proc.wait(timeout=120), "", err)
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_a_closed_pipe_ends_quietly(hostile, json_out):
+    p = _closed_pipe(["closure_audit", "audit", *(["--json"] if json_out else []), str(hostile)])
+    assert p.stderr == "" and p.returncode != 0
+
+
+def test_a_closed_pipe_ends_quietly_for_redist_features(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib/libx.so.1").write_bytes(b"x")
+    p = _closed_pipe(["redist_features", str(tmp_path)])
+    assert p.stderr == "" and p.returncode != 0
+
+
+# -- closures from dumps over a store made here -----------------------------------
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A store directory: root references magma (the bytes hold its hash),
+    root2 references nothing; dumps of both closures."""
+    store = tmp_path / "store"
+    paths = {k: store / f"{h}-{k if k != 'magma' else 'magma-2.9.0'}" for k, h in HASH.items()}
+    for p in paths.values():
+        p.mkdir(parents=True)
+    (paths["root"] / "lib").mkdir()
+    for i in range(3):
+        (paths["root"] / "lib" / f"f{i}.txt").write_text(f"{paths['magma']}/lib\n")
+    (paths["magma"] / "libmagma.so").write_bytes(b"magma")
+    (paths["root2"] / "x").write_text("nothing\n")
+    monkeypatch.setenv("NIX_STORE_DIR", str(store))
+    new = {str(paths["root"]): {"narSize": 3000, "references": [str(paths["magma"])]},
+           str(paths["magma"]): {"narSize": 5000, "references": []}}
+    old = {str(paths["root2"]): {"narSize": 1000, "references": []}}
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    return tmp_path
+
+
+def test_gate_summary_named_twice_is_written_once(store):
+    budgets = store / "budgets.toml"
+    budgets.write_text('[targets.t]\npath-info = "new.json"\n')
+    summary = store / "summary.md"
+    summary.write_text("earlier step\n")
+    p = run_cli("gate", "--budgets", str(budgets), "--markdown", str(summary),
+                env={"GITHUB_STEP_SUMMARY": str(summary), "NIX_STORE_DIR": os.environ["NIX_STORE_DIR"]})
+    text = summary.read_text()
+    assert p.returncode == 1 and text.startswith("earlier step\n## closure-audit gate")
+    assert text.count("## closure-audit gate") == 1
+
+
+@pytest.mark.parametrize("command", [["gate", "--budgets", "budgets.toml"], ["diff", "old.json", "new.json"]])
+def test_markdown_and_json_cannot_share_stdout(store, command):
+    (store / "budgets.toml").write_text('[targets.t]\npath-info = "new.json"\n')
+    p = run_cli(*command, "--markdown", "-", "--json", cwd=store,
+                env={"NIX_STORE_DIR": os.environ["NIX_STORE_DIR"]})
+    assert p.returncode == 2 and p.stdout == "" and "--markdown - and --json" in p.stderr
+
+
+def test_diff_markdown_in_the_gates_style(store):
+    md = store / "diff.md"
+    p = run_cli("diff", str(store / "old.json"), str(store / "new.json"), "--markdown", str(md),
+                env={"NIX_STORE_DIR": os.environ["NIX_STORE_DIR"], "GITHUB_STEP_SUMMARY": ""})
+    text = md.read_text()
+    assert p.returncode == 1 and text.startswith("## closure-audit diff: ❌ failed")
+    assert "| package | status | version | size | delta |" in text
+    assert "| `magma` | added | ∅ → 2.9.0 |" in text and "| `forbidden-path` | error |" in text
+    assert "<details><summary><code>magma-2.9.0</code> is in" in text
+    p = run_cli("diff", str(store / "old.json"), str(store / "new.json"), "--markdown", "-",
+                env={"NIX_STORE_DIR": os.environ["NIX_STORE_DIR"], "GITHUB_STEP_SUMMARY": ""})
+    assert p.stdout == text
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """Replace the progress display with a recorder of the counts it is given."""
+    from closure_audit.output import progress as module
+
+    calls: list[int] = []
+
+    @contextlib.contextmanager
+    def recording(unit="file"):
+        yield calls.append
+
+    monkeypatch.setattr(module, "progress", recording)
+    return calls
+
+
+@pytest.mark.parametrize("command", [
+    ["why", "--path-info", "new.json"],
+    ["gate", "--budgets", "budgets.toml"],
+    ["diff", "old.json", "new.json"],
+])
+def test_closure_commands_show_progress(store, shown, command, monkeypatch, capsys):
+    from closure_audit.cli import main
+
+    (store / "budgets.toml").write_text('[targets.t]\npath-info = "new.json"\n')
+    monkeypatch.chdir(store)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    assert main(command) == 1
+    assert shown and shown[-1] >= 3  # the three files of root were scanned for magma's hash
+
+
+def test_archs_deep_shows_progress(build, shown, capsys):
+    from closure_audit.cli import main
+
+    for i in range(3):
+        build.lib(f"libx{i}.so")
+    main(["archs", "--deep", str(build.root)])
+    assert 3 in shown
+
+
+def test_one_file_is_one_file(build):
+    build.lib("libone.so")
+    p = run_cli("audit", str(build.root))
+    assert "1 file, 1 ELF, 1 entry point" in p.stdout and "1 files" not in p.stdout
