@@ -7,6 +7,7 @@ stderr, never a traceback)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
@@ -19,7 +20,33 @@ EXIT_USAGE = 2
 COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help, its width found once: argparse makes a formatter for
+    every argument it is given and asks shutil (and so imports it, with its
+    compression modules) for the terminal's size each time."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        super().__init__(prog, indent_increment, max_help_position, width if width is not None else _width())
+
+
+@functools.cache
+def _width() -> int:
+    """What shutil.get_terminal_size() gives argparse, less its 2 columns."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return (columns if columns > 0 else 80) - 2
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, exit 2
         raise UsageError(message)
 
