@@ -52,12 +52,18 @@ def wheel_dir(wheels: str | None) -> Path:
 
 
 def torch_tree(wheels: str | None, tree: str | None) -> Path:
-    """PyTorch and NVIDIA's CUDA 13 wheels laid out as pip lays them out."""
+    """PyTorch and NVIDIA's CUDA 13 wheels laid out as pip lays them out, with
+    PyTorch's pure-Python requirements (filelock, sympy, ...) so `import
+    torch` works; those hold no ELF file, so the tree's ELF files are the
+    CUDA build's alone."""
     t = Path(tree) if tree else CACHE / "torch-cu13-tree"
     site = t / "site-packages"
-    if not (site / "torch").is_dir():
+    steps = [("torch", ["torch-2.14.1-*.whl", "nvidia_*.whl"]), ("filelock", ["*-none-any.whl"])]
+    for marker, patterns in steps:
+        if (site / marker).is_dir():
+            continue
         d = wheel_dir(wheels)
-        files = sorted(glob.glob(str(d / "torch-2.14.1-*.whl")) + glob.glob(str(d / "nvidia_*.whl")))
+        files = sorted(f for p in patterns for f in glob.glob(str(d / p)))
         print(f"installing {len(files)} wheels into {site} ...", file=sys.stderr)
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                         "--target", str(site), *files], check=True)
