@@ -58,8 +58,8 @@ def main() -> int:
         deep = measure(f"archs --deep {name}", ours + ["--deep", path], max(3, args.runs // 3))
         slow = measure(f"cuobjdump {name}", [tool, "--list-elf", "--list-ptx", "-all", path], 3)
         rows += [fast, deep, slow]
-        report = json.loads(subprocess.run(ours + [path], capture_output=True, text=True).stdout)
-        mine, theirs = archs_listing(report), cuobjdump_listing(tool, path)
+        listed = json.loads(subprocess.run(ours + [path], capture_output=True, text=True).stdout)
+        mine, theirs = archs_listing(listed), cuobjdump_listing(tool, path)
         speedup = slow.seconds / fast.seconds
         entries = sum(theirs.values())
         checks += [

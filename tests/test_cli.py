@@ -179,11 +179,12 @@ def test_an_old_nix_is_refused_in_one_line(tmp_path, version, message):
 
 def test_a_tree_audit_loads_only_what_it_needs(build):
     """Start-up is most of a tree audit's time (benchmarks/bench_audit.py):
-    the closure layer (networkx) and the wheel reader (zipfile and its
-    codecs) load only for the targets that need them."""
+    the closure layer (numpy, igraph, orjson) and the wheel reader (zipfile
+    and its codecs) load only for the targets that need them."""
     build.lib("libx.so")
     code = ("import sys; from closure_audit.cli import main; main(['audit', '--json', sys.argv[1]]); "
-            "print(' '.join(m for m in ('networkx', 'zipfile', 'closure_audit.elf.wheel') if m in sys.modules), "
+            "print(' '.join(m for m in ('numpy', 'igraph', 'orjson', 'zipfile', 'closure_audit.elf.wheel') "
+            "if m in sys.modules), "
             "file=sys.stderr)")
     p = subprocess.run([sys.executable, "-c", code, str(build.root)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))

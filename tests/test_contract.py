@@ -241,9 +241,10 @@ def test_closure_audit_package():
     init = (ROOT / "tools/closure_audit/__init__.py").read_text()
     assert a["kind"] == "buildPythonApplication" and a["pyproject"] is True
     assert a["version"] == re.search(r'__version__ = "([^"]+)"', init).group(1)
-    assert a["build"] == ["setuptools"] and a["deps"] == ["networkx", "rich", "cryptography", "zstandard"]
+    assert a["build"] == ["setuptools"] and a["deps"] == ["numpy", "igraph", "orjson", "rich", "cryptography",
+                                                          "zstandard"]
     assert a["makeWrapperArgs"] == ["--prefix", "PATH", ":", a["nix"] + "/bin"]
-    assert a["checks"] == ["pytestCheckHook", "hypothesis", "jsonschema", "pyelftools", "patchelf"]
+    assert a["checks"] == ["pytestCheckHook", "hypothesis", "jsonschema", "networkx", "pyelftools", "patchelf"]
     assert a["disabledTestMarks"] == ["wheels"] and a["pythonImportsCheck"] == ["closure_audit"]
     assert a["main"] == "closure-audit"
     if REAL_LIB:

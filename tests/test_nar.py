@@ -303,7 +303,7 @@ def test_the_benchmark_cache_is_read_whole_and_verified(tmp_path):
         cache = BinaryCache(server.url, parse_public_keys(key), workers=8, cache_dir=str(tmp_path / "kept"))
         closure = cache.closure([paths[0]])
         assert set(closure.graph) == set(paths) and server.most_in_flight <= 8
-        assert closure.graph.number_of_edges() > len(paths)
+        assert closure.graph.edges > len(paths)
         server.reset()
         chained = BinaryCache(server.url, parse_public_keys(key), workers=1, refresh=True,
                               cache_dir=str(tmp_path / "kept")).closure([paths[-20]])

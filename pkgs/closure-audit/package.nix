@@ -32,7 +32,9 @@ python3Packages.buildPythonApplication {
 
   build-system = [ python3Packages.setuptools ];
   dependencies = with python3Packages; [
-    networkx
+    numpy
+    igraph
+    orjson
     rich
     cryptography # narinfo signatures (--store)
     zstandard # zstd-compressed NARs (--store)
@@ -49,6 +51,7 @@ python3Packages.buildPythonApplication {
     python3Packages.pytestCheckHook
     python3Packages.hypothesis
     python3Packages.jsonschema
+    python3Packages.networkx
     # The tests compare the ELF reader with an independent one; the tool itself
     # reads ELF with its own validating reader.
     python3Packages.pyelftools

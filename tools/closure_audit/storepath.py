@@ -9,6 +9,7 @@ import re
 HASH_CHARS = "0123456789abcdfghijklmnpqrsvwxyz"  # Nix's base-32 alphabet
 HASH_LEN = 32
 _BASENAME = re.compile(rf"^[{HASH_CHARS}]{{{HASH_LEN}}}-.+$")
+_VERSION_START = re.compile(r"-(?=\d)")
 
 # Output names nixpkgs uses for multiple-output derivations; a store name
 # ending in -<one of these> is that output of its package.
@@ -42,7 +43,7 @@ def hash_part(path: str) -> str:
 
 def name_part(path: str) -> str:
     """`/nix/store/<hash>-torch-2.9.0-lib` -> `torch-2.9.0-lib`."""
-    return os.path.basename(path)[HASH_LEN + 1:]
+    return path[path.rfind("/") + 1:][HASH_LEN + 1:]  # os.path.basename, without its overhead
 
 
 def parse_name(name: str) -> tuple[str, str, str]:
@@ -53,7 +54,7 @@ def parse_name(name: str) -> tuple[str, str, str]:
     head, _, tail = name.rpartition("-")
     if head and tail in OUTPUT_NAMES:
         name, output = head, tail
-    m = re.search(r"-(?=\d)", name)
+    m = _VERSION_START.search(name)
     if m is None:
         return name, "", output
     return name[:m.start()], name[m.end():], output

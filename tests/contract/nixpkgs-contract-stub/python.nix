@@ -24,6 +24,9 @@ in
   setuptools = tool "setuptools";
   pyelftools = tool "pyelftools";
   networkx = tool "networkx";
+  numpy = tool "numpy";
+  igraph = tool "igraph";
+  orjson = tool "orjson";
   rich = tool "rich";
   cryptography = tool "cryptography";
   zstandard = tool "zstandard";

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .. import schemas
 from ..errors import BudgetError, ClosureError
@@ -23,7 +25,8 @@ from ..units import format_size
 from .budgets import Budget
 from .evidence import scanner_for
 from .graph import Closure, load_closure, load_dump
-from .sizes import added_sizes, dominator_tree, roots_closure_size
+from .reach import UNREACHED
+from .sizes import DominatorTree, dominator_tree, roots_closure_size
 from .why import Explanation, forbidden_paths
 
 @dataclass
@@ -44,7 +47,7 @@ class Result:
     largest_added: list[tuple[str, int]] = field(default_factory=list)
     explanations: list[Explanation] = field(default_factory=list)
     added: dict[str, int] = field(default_factory=dict)
-    dominators: dict[str, str | None] = field(default_factory=dict)  # the tree the added sizes come from
+    dominators: Mapping[str, str | None] = field(default_factory=dict)  # the tree the added sizes come from
 
     def passed(self, findings) -> bool:
         return not any(f.severity == "error" and f.fields.get("target") == self.budget.name for f in findings)
@@ -125,7 +128,7 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
         b, closure = s.budget, s.closure
         total = roots_closure_size(closure)
         tree = dominator_tree(closure)
-        added = added_sizes(closure, tree)
+        added = tree.added_sizes()
         r = Result(b, closure, total, s.baseline_size, added=added, dominators=tree)
         root = closure.roots[0]
         if b.max_closure_size is not None and total > b.max_closure_size:
@@ -139,12 +142,9 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
                              f"{format_size(total - s.baseline_size)} to {format_size(total)}, more than the "
                              f"{b.max_growth.describe()} allowed", target=b.name, closure_size=total,
                              baseline_size=s.baseline_size, limit=limit)
-        ranked = sorted(((p, n) for p, n in added.items() if p not in closure.roots), key=lambda x: (-x[1], x[0]))
-        r.largest_added = ranked[:10]
+        r.largest_added = _largest_added(tree, 10)
         if b.max_added_size is not None:
-            for p, n in ranked:
-                if n <= b.max_added_size:
-                    break
+            for p, n in _largest_added(tree, None, over=b.max_added_size):
                 findings.add("added-size-budget", p, f"{name_part(p)} adds {format_size(n)} to {b.name}, over "
                              f"the {format_size(b.max_added_size)} allowed for one path", target=b.name,
                              added_size=n, limit=b.max_added_size)
@@ -152,3 +152,14 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
                                          scanner=scanner_for(closure, progress), target=b.name)
         results.append(r)
     return results
+
+
+def _largest_added(tree: DominatorTree, limit: int | None, over: int = -1) -> list[tuple[str, int]]:
+    """(path, added size) of the paths other than the roots adding more than
+    `over`, largest first (then by path), at most `limit` of them."""
+    added = np.where(tree.idom == UNREACHED, -1, tree.added)
+    added[tree.closure.root_ids] = -1
+    candidates = np.flatnonzero(added > over)
+    order = np.lexsort((candidates, -added[candidates]))[:limit]
+    paths = tree.closure.graph.paths
+    return [(paths[i], int(added[i])) for i in candidates[order]]

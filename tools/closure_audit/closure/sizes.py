@@ -1,17 +1,32 @@
 """Sizes in a closure: each path's own NAR size, its closure size, and its
 added size, the bytes that would leave the roots' closure if nothing
 referenced that path any more: the NAR sizes of the paths it dominates in the
-reference graph (every chain from a root to them passes through it)."""
+reference graph (every chain from a root to them passes through it).
+
+- The roots' closure size is one breadth-first search (reach.py).
+- Added sizes come from the dominator tree, computed by igraph's
+  Lengauer-Tarjan (near-linear in the references), then summed bottom-up one
+  search level at a time: a path's immediate dominator lies on every chain to
+  it, so it is always on an earlier level.
+- A path's closure size is Nix's own figure when the dump has it, never
+  recomputed. Otherwise it is computed only for the paths asked for (the rows
+  a command shows) with word-parallel bitsets in topological order, 64
+  paths to a word (reach.py); every path's (`size --all`) takes chunks of
+  2,048 paths so memory stays bounded.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-import networkx as nx
+import numpy as np
 
 from .graph import Closure
+from .reach import UNREACHED, breadth_first, column_sums, condense, reached_by
 
-_TOP = "<roots>"  # virtual node above all roots
+TOP = -1  # the immediate dominator of the roots, and of any path several roots reach by separate chains
+CHUNK = 2048  # paths whose closure sizes one pass computes: 256 bytes of bits per path of the graph
 
 
 @dataclass
@@ -22,79 +37,131 @@ class PathSize:
     added_size: int
 
 
-def closure_sizes(closure: Closure) -> dict[str, int]:
-    """Closure size of every path: Nix's own figures when it gave them,
-    else summed over the graph (strongly connected parts handled once)."""
-    g = closure.graph
-    if all("closure_size" in d for _, d in g.nodes(data=True)):
-        return {n: d["closure_size"] for n, d in g.nodes(data=True)}
-    dag = nx.condensation(g)
-    members = dag.graph["mapping"]  # path -> component
-    comp_size = {c: sum(g.nodes[n]["nar_size"] for n in dag.nodes[c]["members"]) for c in dag}
-    reach: dict[int, int] = {}  # component -> bitset of reachable components
-    for c in reversed(list(nx.topological_sort(dag))):
-        bits = 1 << c
-        for s in dag.successors(c):
-            bits |= reach[s]
-        reach[c] = bits
-    total: dict[int, int] = {}
-    for c, bits in reach.items():
-        size = 0
-        while bits:  # visit only the set bits
-            low = bits & -bits
-            size += comp_size[low.bit_length() - 1]
-            bits ^= low
-        total[c] = size
-    return {n: total[members[n]] for n in g}
-
-
-def dominator_tree(closure: Closure) -> dict[str, str | None]:
-    """The immediate dominator of every path reachable from the roots: the
-    last path every chain from a root to it passes through. None for the
-    roots and for paths that several roots reach on disjoint chains."""
-    g = closure.graph
-    # A node above the roots, added for the computation and taken away after
-    # it: copying a graph of 100,000 paths would cost as much as the rest.
-    g.add_edges_from((_TOP, r) for r in closure.roots)
-    try:
-        idom = nx.immediate_dominators(g, _TOP)
-    finally:
-        g.remove_node(_TOP)
-    return {n: None if d == _TOP else d for n, d in idom.items() if n != _TOP}
-
-
-def added_sizes(closure: Closure, tree: dict[str, str | None] | None = None) -> dict[str, int]:
-    """Added size of every path reachable from the roots, summed over the
-    dominator tree (computed here unless given)."""
-    children: dict[str | None, list[str]] = {}
-    for node, dom in (dominator_tree(closure) if tree is None else tree).items():
-        children.setdefault(dom, []).append(node)
-    added: dict[str, int] = {}
-    # Post-order over the dominator tree, iteratively (closures can be deep).
-    stack: list[tuple[str | None, bool]] = [(None, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            if node is not None:
-                added[node] = closure.nar_size(node) + sum(added[c] for c in children.get(node, ()))
-        else:
-            stack.append((node, True))
-            stack.extend((c, False) for c in children.get(node, ()))
-    return added
-
-
-def table(closure: Closure) -> list[PathSize]:
-    """Every path of the closure, largest added size first."""
-    closure_of = closure_sizes(closure)
-    added = added_sizes(closure)
-    rows = [PathSize(p, closure.nar_size(p), closure_of[p], added.get(p, 0)) for p in closure.graph]
-    rows.sort(key=lambda r: (-r.added_size, -r.closure_size, r.path))
-    return rows
-
-
 def roots_closure_size(closure: Closure) -> int:
     """The size of the union of the roots' closures."""
-    reachable = set(closure.roots)
-    for r in closure.roots:
-        reachable |= nx.descendants(closure.graph, r)
-    return sum(closure.nar_size(p) for p in reachable)
+    g = closure.graph
+    return int(g.nar[breadth_first(g.ptr, g.targets, closure.root_ids).order].sum())
+
+
+class DominatorTree(Mapping):
+    """The dominator tree of the closure, rooted above the roots, as a
+    mapping: every path the roots reach -> its immediate dominator, the last
+    path every chain from a root to it passes through (None for the roots
+    and for paths that several roots reach on disjoint chains). Held as
+    arrays: `idom[i]` is path i's immediate dominator (TOP, or UNREACHED for
+    a path no root reaches), `added[i]` its added size, the NAR sizes of its
+    subtree (0 when unreached)."""
+
+    def __init__(self, closure: Closure, idom: np.ndarray, added: np.ndarray):
+        self.closure, self.idom, self.added = closure, idom, added
+        self._reached = np.flatnonzero(idom != UNREACHED)
+
+    def __getitem__(self, path: str) -> str | None:
+        d = self.idom[self.closure.graph.index[path]]
+        if d == UNREACHED:
+            raise KeyError(path)
+        return None if d == TOP else self.closure.graph.paths[d]
+
+    def __iter__(self) -> Iterator[str]:
+        paths = self.closure.graph.paths
+        return (paths[i] for i in self._reached)
+
+    def __len__(self) -> int:
+        return len(self._reached)
+
+    def added_sizes(self) -> dict[str, int]:
+        """Added size of every path reachable from the roots."""
+        paths = self.closure.graph.paths
+        return dict(zip((paths[i] for i in self._reached), self.added[self._reached].tolist()))
+
+
+def dominator_tree(closure: Closure) -> DominatorTree:
+    import igraph
+
+    g = closure.graph
+    n = len(g)
+    search = breadth_first(g.ptr, g.targets, closure.root_ids)
+    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.ptr))
+    keep = search.reached[sources]  # references between paths the roots reach
+    tops = list(dict.fromkeys(closure.root_ids))
+    # Path n is the virtual top above the roots.
+    edges = list(zip(sources[keep].tolist() + [n] * len(tops), g.targets[keep].tolist() + tops))
+    flow = igraph.Graph(n=n + 1, edges=edges, directed=True)
+    del edges
+    raw = np.array(flow.dominator(n, mode="out")[:n], dtype=np.float64)  # nan where unreached
+    idom = np.where(np.isnan(raw), UNREACHED, raw).astype(np.int64)
+    idom[idom == n] = TOP
+    added = np.where(search.reached, g.nar, 0)
+    for k in range(len(search.levels) - 2, 0, -1):  # deepest level first; the roots' level adds to no path
+        level = search.level(k)
+        level = level[idom[level] != TOP]
+        np.add.at(added, idom[level], added[level])
+    return DominatorTree(closure, idom, added)
+
+
+def added_sizes(closure: Closure, tree: DominatorTree | None = None) -> dict[str, int]:
+    """Added size of every path reachable from the roots (from `tree`, the
+    closure's dominator tree, computed here unless given)."""
+    return (dominator_tree(closure) if tree is None else tree).added_sizes()
+
+
+def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
+    """Closure size of each path in `rows` (indices): Nix's figure where the
+    dump has one, else the NAR sizes of everything the path reaches."""
+    g = closure.graph
+    out = g.nix_closure[rows].copy()
+    todo = np.flatnonzero(out < 0)
+    if todo.size == 0:
+        return out
+    c = condense(g.ptr, g.targets)
+    part_nar = np.zeros(len(c.ptr) - 1, dtype=np.int64)
+    np.add.at(part_nar, c.part, g.nar)
+    parts = c.part[rows[todo]]
+    unique_parts, position = np.unique(parts, return_inverse=True)
+    # Deepest parts first: a chunk's pass starts at its highest source's level.
+    order = np.argsort(-c.level_of[unique_parts], kind="stable")
+    sums = np.empty(len(unique_parts), dtype=np.int64)
+    for lo in range(0, len(order), CHUNK):
+        chunk = order[lo:lo + CHUNK]
+        bits = reached_by(c, unique_parts[chunk])
+        sums[chunk] = column_sums(bits, part_nar, len(chunk))
+    out[todo] = sums[position]
+    return out
+
+
+@dataclass
+class SizeTable:
+    """The rows a size report shows, largest added size first (then largest
+    closure size, then path), out of `paths` rows in all."""
+
+    closure: Closure
+    rows: np.ndarray  # path indices, in order
+    closure_size: np.ndarray
+    added: np.ndarray
+    paths: int
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[PathSize]:
+        g = self.closure.graph
+        for i, c, a in zip(self.rows.tolist(), self.closure_size.tolist(), self.added.tolist()):
+            yield PathSize(g.paths[i], int(g.nar[i]), c, a)
+
+
+def table(closure: Closure, top: int | None = None) -> SizeTable:
+    """The `top` paths of the closure (every path when None), largest added
+    size first. Closure sizes are computed only for the rows that can be
+    shown: those above the cut and those tied with the last one."""
+    added = dominator_tree(closure).added
+    n = len(added)
+    by_added = np.argsort(-added, kind="stable")  # index order = path order among ties
+    if top is not None and top < n:
+        cut = added[by_added[top - 1]]
+        candidates = by_added[added[by_added] >= cut]
+    else:
+        candidates = by_added
+    sizes = closure_sizes(closure, candidates)
+    order = np.lexsort((candidates, -sizes, -added[candidates]))[:top]
+    rows = candidates[order]
+    return SizeTable(closure, rows, sizes[order], added[rows], n)

@@ -9,11 +9,12 @@ parts of everything it must explain.
 from __future__ import annotations
 
 import fnmatch
-from collections import deque
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from .graph import Closure
+from .reach import UNREACHED, breadth_first
 from .sizes import added_sizes
 from .evidence import Evidence, Scanner, scanner_for
 from ..findings.collector import Findings
@@ -66,24 +67,15 @@ def matcher(pattern: str, closure: Closure):
 
 
 def shortest_chains(closure: Closure, targets: set[str]) -> dict[str, list[str]]:
-    """Root-to-target chains, shortest first, one breadth-first search."""
+    """Root-to-target chains, shortest first, one breadth-first search that
+    takes each path's references in name order."""
     g = closure.graph
-    parent: dict[str, str | None] = {r: None for r in closure.roots}
-    queue = deque(closure.roots)
-    while queue:
-        node = queue.popleft()
-        for nxt in sorted(g.successors(node)):
-            if nxt not in parent:
-                parent[nxt] = node
-                queue.append(nxt)
+    search = breadth_first(g.ptr, g.targets, closure.root_ids)
     chains = {}
     for t in targets:
-        if t not in parent:
-            continue
-        chain = [t]
-        while parent[chain[-1]] is not None:
-            chain.append(parent[chain[-1]])
-        chains[t] = chain[::-1]
+        i = g.index[t]
+        if search.parent[i] != UNREACHED:
+            chains[t] = [g.paths[j] for j in search.chain(i)]
     return chains
 
 
@@ -97,7 +89,7 @@ def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_ch
         for a, b in zip(chain, chain[1:]):
             wanted.setdefault(a, {})[hash_part(b)] = b
         if all_chains:
-            for ref in closure.graph.predecessors(path):
+            for ref in closure.graph.referrers(path):
                 wanted.setdefault(ref, {})[hash_part(path)] = path
     evidence = scanner.scan_all(wanted)
     out = []
@@ -106,19 +98,24 @@ def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_ch
         hops = [Hop(a, b, evidence[a][b]) for a, b in zip(chain, chain[1:])]
         referrers = []
         if all_chains:
-            referrers = [Hop(r, path, evidence[r][path]) for r in sorted(closure.graph.predecessors(path))]
+            referrers = [Hop(r, path, evidence[r][path]) for r in closure.graph.referrers(path)]
         pattern, reason = matches[path]
         out.append(Explanation(path, pattern, reason, chain, hops, referrers))
     return out
 
 
 def forbidden_matches(closure: Closure, policy: Policy) -> dict[str, tuple[str, str]]:
-    """Paths of the closure the policy forbids: path -> (pattern, reason)."""
+    """Paths of the closure the policy forbids: path -> (pattern, reason).
+    One regular expression of every forbidden pattern sifts the closure
+    first; the policy decides on the few names it lets through."""
+    sieve = re.compile("|".join(fnmatch.translate(p) for p, _ in policy.forbidden) or "(?!)")
     out = {}
     for path in closure.graph:
-        hit = policy.forbids(name_part(path))
-        if hit is not None:
-            out[path] = hit
+        name = name_part(path)
+        if sieve.match(name):
+            hit = policy.forbids(name)
+            if hit is not None:
+                out[path] = hit
     return out
 
 

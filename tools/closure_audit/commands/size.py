@@ -24,15 +24,14 @@ def run(args) -> int:
         raise UsageError("--top must be at least 1")
     closure = options.read_closure(args.targets or None, args.path_info, args.build,
                                    options.open_store(args, evidence=False))
-    rows = table(closure)
+    rows = table(closure, None if args.all else args.top)
     total = roots_closure_size(closure)
-    top = None if args.all else args.top
     if args.json:
         from ..output.json_report import emit, size_json
 
-        emit(size_json(closure, rows, total, top))
+        emit(size_json(closure, rows, total))
     else:
         from ..output.terminal import console, render_size
 
-        render_size(console(), closure, rows, total, top)
+        render_size(console(), closure, rows, total)
     return 0

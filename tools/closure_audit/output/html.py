@@ -82,7 +82,8 @@ def _data(p: Picture) -> dict:
     order = list(dict.fromkeys([*p.closure.roots, *sorted(p.added)]))
     index = {path: i for i, path in enumerate(order)}
     forbidden = {f.file for f in p.findings if f.rule == "forbidden-path"}
-    has_closure = all("closure_size" in g.nodes[x] for x in order)
+    nix_closure = [int(g.nix_closure[g.index[x]]) for x in order]
+    has_closure = all(c >= 0 for c in nix_closure)
     store = p.closure.store_dir + "/"
     return {
         "store": store,
@@ -91,10 +92,10 @@ def _data(p: Picture) -> dict:
         "nar": [p.closure.nar_size(x) for x in order],
         # Nix's own figures when it gave them; otherwise the script sums a
         # path's closure when it is shown (one traversal, on demand).
-        "closure": [g.nodes[x]["closure_size"] for x in order] if has_closure else None,
+        "closure": nix_closure if has_closure else None,
         "added": [p.added.get(x, 0) for x in order],
         "dom": [-1 if p.dominators.get(x) is None else index[p.dominators[x]] for x in order],
-        "refs": [sorted(index[r] for r in g.successors(x)) for x in order],
+        "refs": [sorted(index[r] for r in g.references(x)) for x in order],
         "kind": [FORBIDDEN if x in forbidden else CUDA if is_cuda_redist(_name(x)) else OTHER for x in order],
     }
 

@@ -9,20 +9,25 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 
 from .. import __version__, schemas
-from ..loader import model as ld
-from ..loader.model import Chain, LoadedObject
-from ..findings.rules import Finding
 from .text import utf8
+
+TYPE_CHECKING = False  # typing's own constant, without importing typing
+if TYPE_CHECKING:  # the loader's model is imported by the one report that needs it (archs starts faster)
+    from ..findings.rules import Finding
+    from ..loader.model import Chain, LoadedObject
 
 def _clean(value):
     if isinstance(value, str):
-        return utf8(value)
+        return value if value.isascii() else utf8(value)
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, Iterator):  # rows streamed by emit(): cleaned as they come
+        return map(_clean, value)
     return value
 
 
@@ -46,13 +51,48 @@ def envelope(command: str, target: list[str], mode: str, findings: list[Finding]
     return _clean(out)
 
 
-def dumps(data: dict) -> str:
-    return json.dumps(data, indent=2)
-
-
 def emit(data: dict) -> None:
     """Print one report on standard output."""
-    sys.stdout.write(dumps(data) + "\n")
+    write(data, sys.stdout.write)
+    sys.stdout.write("\n")
+
+
+def write(report: dict, out) -> None:
+    """`report` as json.dumps(report, indent=2) writes it, piece by piece: a
+    section that is an iterator (many rows) is written as a list one row at
+    a time, so a report of 100,000 rows never exists whole in memory."""
+    out("{")
+    for k, (key, value) in enumerate(report.items()):
+        out(("\n" if k == 0 else ",\n") + "  " + json.dumps(key) + ": ")
+        if not isinstance(value, Iterator):
+            out(json.dumps(value, indent=2).replace("\n", "\n  "))
+            continue
+        block = _encoder()
+        out("[")
+        empty = True
+        for item in value:
+            out(("\n" if empty else ",\n") + "    " + block(item).replace("\n", "\n    "))
+            empty = False
+        out("]" if empty else "\n  ]")
+    out("\n}" if report else "}")
+
+
+def _encoder():
+    """json.dumps(value, indent=2) as a function for many rows; orjson writes
+    the same text many times faster where it is installed and the text is
+    ASCII (json.dumps escapes everything else)."""
+    try:
+        import orjson
+    except ImportError:
+        return lambda value: json.dumps(value, indent=2)
+
+    def encode(value) -> str:
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+        except TypeError:
+            return json.dumps(value, indent=2)
+        return text if text.isascii() else json.dumps(value, indent=2)
+    return encode
 
 
 # -- audit -----------------------------------------------------------------------
@@ -71,6 +111,8 @@ def audit_json(report, tree: Chain | None = None) -> dict:
 
 
 def tree_json(chain: Chain) -> dict:
+    from ..loader import model as ld
+
     def node(obj: LoadedObject) -> dict:
         deps = []
         for res in obj.resolutions:
@@ -97,17 +139,17 @@ def explanation_json(e, sizes: dict[str, int]) -> dict:
 
 def why_json(closure, explanations, findings, added: dict[str, int], bytes_scanned: int) -> dict:
     return envelope("why", closure.roots, "nix-store", findings,
-                    {"paths": closure.graph.number_of_nodes(), "closure_size": closure.total_size(),
+                    {"paths": len(closure.graph), "closure_size": closure.total_size(),
                      "explained": len(explanations), "bytes_scanned": bytes_scanned},
                     explanations=[explanation_json(e, added) for e in explanations])
 
 
-def size_json(closure, rows, total: int, top: int | None) -> dict:
-    shown = rows if top is None else rows[:top]
+def size_json(closure, rows, total: int) -> dict:
+    """`rows` (sizes.py's SizeTable) are streamed: emit() writes them one by one."""
     return envelope("size", closure.roots, "nix-store", [],
-                    {"paths": len(rows), "closure_size": total, "shown": len(shown)},
-                    paths=[{"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
-                            "added_size": r.added_size} for r in shown])
+                    {"paths": rows.paths, "closure_size": total, "shown": len(rows)},
+                    paths=({"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
+                            "added_size": r.added_size} for r in rows))
 
 
 def diff_json(old, new, packages, findings, old_size: int, new_size: int) -> dict:
@@ -118,7 +160,7 @@ def diff_json(old, new, packages, findings, old_size: int, new_size: int) -> dic
                      "delta": new_size - old_size},
                     old={"roots": old.roots, "closure_size": old_size},
                     new={"roots": new.roots, "closure_size": new_size},
-                    packages=[p.to_json() for p in packages])
+                    packages=(p.to_json() for p in packages))
 
 
 def gate_json(results, findings) -> dict:

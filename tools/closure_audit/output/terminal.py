@@ -24,6 +24,8 @@ _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
 _KIND_STYLE = {"runpath-used": "bold red", "runpath-unused": "yellow", "needed": "bold red",
                "interpreter": "bold red", "symlink": "cyan", "elf-string": "magenta", "text": "blue"}
 MAX_ROWS = 40
+MAX_TABLE = 1000  # rows drawn as a table; longer listings are plain columns
+MAX_PACKAGES = 200  # diff rows shown, largest size change first
 EVIDENCE_ROWS = 5
 
 
@@ -241,7 +243,7 @@ def _evidence(branch, hop) -> None:
 
 def render_why(console, closure, explanations, findings, added, query: bool) -> None:
     header(console, "why", "nix-store", closure.roots)
-    line = Text(f"{_plural(closure.graph.number_of_nodes(), 'path')}, "
+    line = Text(f"{_plural(len(closure.graph), 'path')}, "
                 f"{format_size(closure.total_size())} · {_plural(len(explanations), 'path')} explained · ")
     console.print(line + counts(findings))
     for e in explanations:
@@ -255,21 +257,25 @@ def render_why(console, closure, explanations, findings, added, query: bool) -> 
 
 # -- size ------------------------------------------------------------------------
 
-def render_size(console, closure, rows, total: int, top: int | None) -> None:
+def render_size(console, closure, rows, total: int) -> None:
     header(console, "size", "nix-store", closure.roots)
-    console.print(f"{_plural(len(rows), 'path')}, closure {format_size(total)}")
-    table = Table(header_style="dim", pad_edge=False, box=None)
-    for col in ("added", "closure", "NAR"):
-        table.add_column(col, justify="right")
-    table.add_column("path", overflow="fold")
-    shown = rows if top is None else rows[:top]
-    for r in shown:
-        table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
-                      _store_name(r.path))
+    console.print(f"{_plural(rows.paths, 'path')}, closure {format_size(total)}")
     console.print()
-    console.print(table)
-    if len(shown) < len(rows):
-        console.print(Text(f"… {_plural(len(rows) - len(shown), 'more path')} (--top N, or --json)", style="dim"))
+    if len(rows) > MAX_TABLE:  # a table this long is for a pager: plain columns, written as they come
+        for r in rows:
+            console.file.write(f"{format_size(r.added_size):>11}  {format_size(r.closure_size):>11}  "
+                               f"{format_size(r.nar_size):>11}  {printable(_store_name(r.path))}\n")
+    else:
+        table = Table(header_style="dim", pad_edge=False, box=None)
+        for col in ("added", "closure", "NAR"):
+            table.add_column(col, justify="right")
+        table.add_column("path", overflow="fold")
+        for r in rows:
+            table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
+                          _store_name(r.path))
+        console.print(table)
+    if len(rows) < rows.paths:
+        console.print(Text(f"… {_plural(rows.paths - len(rows), 'more path')} (--top N, or --json)", style="dim"))
 
 
 # -- diff ------------------------------------------------------------------------
@@ -285,12 +291,14 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
     table.add_column("version")
     table.add_column("size", justify="right")
     table.add_column("delta", justify="right")
-    for p in packages:
+    for p in packages[:MAX_PACKAGES]:
         name = printable(p.name if p.output == "out" else f"{p.name} ({p.output})")
         style = "bold red" if forbidden & set(p.new_paths) else {"added": "green", "removed": "dim"}.get(p.status, "")
         versions = printable(f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}")
         table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
                       Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
+    if len(packages) > MAX_PACKAGES:
+        table.add_row(Text(f"… {len(packages) - MAX_PACKAGES:,} more packages (--json lists all)", style="dim"))
     console.print()
     console.print(table if packages else Text("the closures hold the same paths", style="green"))
     findings_tables(console, findings)

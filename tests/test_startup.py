@@ -1,0 +1,56 @@
+"""What each command imports: `--help` and `archs` start without the graph
+libraries (numpy, igraph, orjson) that only the closure commands need, and
+without shutil (which argparse imports to measure the terminal for every
+argument), so they start in tens of milliseconds (benchmarks/bench_scale.py
+times it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+HEAVY = ("numpy", "igraph", "orjson", "networkx", "rich", "shutil")
+PROBE = """
+import json, sys
+from closure_audit import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def loaded(*argv: str) -> list[str]:
+    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"})
+    return json.loads(p.stderr.strip().splitlines()[-1])
+
+
+def test_help_and_archs_import_nothing_heavy(build, tmp_path):
+    lib = build.lib("lib/libsmall.so")
+    assert loaded("--help") == []
+    assert loaded("size", "--help") == []
+    assert loaded("archs", str(lib), "--json") == []
+
+
+def test_the_closure_commands_load_the_graph_libraries(tmp_path):
+    """The probe sees imports: a closure command on a dump loads numpy and igraph."""
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"/nix/store/" + "a" * 32 + "-x": {"narSize": 1, "references": []}}))
+    assert {"numpy", "igraph", "orjson"} <= set(loaded("size", "--path-info", str(dump)))
+
+
+def test_help_fits_the_terminal_width_it_is_given():
+    def help_text(columns: int) -> list[str]:
+        p = subprocess.run([sys.executable, "-m", "closure_audit", "archs", "--help"], capture_output=True,
+                           text=True, env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin",
+                                           "COLUMNS": str(columns)})
+        assert p.returncode == 0
+        return p.stdout.split("\n\n", 1)[1].splitlines()  # after the usage, which argparse cannot always wrap
+
+    narrow, wide = help_text(50), help_text(120)
+    assert max(map(len, narrow)) <= 50 < max(map(len, wide)) <= 120 and len(narrow) > len(wide)

@@ -1,0 +1,208 @@
+"""Reachability in a reference graph held as arrays (graph.py's Graph): the
+breadth-first search from the roots that gives the closure, every shortest
+chain and the order the dominator tree is summed in; topological levels over
+the strongly connected parts; and word-parallel bitsets of which sources
+reach each path.
+
+Every loop here runs once per level of the graph, never once per path or
+reference: the work inside a level is numpy's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+UNREACHED = -2  # parent of a path no root reaches
+ROOT = -1  # parent of a root
+
+
+def gather(ptr: np.ndarray, targets: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The adjacency lists of `nodes` (CSR: node i's are targets[ptr[i]:ptr[i+1]]),
+    concatenated in the order of `nodes`, and how many each node has."""
+    starts = ptr[nodes]
+    counts = ptr[nodes + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return targets[:0], counts
+    # Position k of the output is starts[j] + (k - first output position of j).
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return targets[offsets + np.arange(total, dtype=offsets.dtype)], counts
+
+
+@dataclass
+class Search:
+    """A breadth-first search: `order` lists the paths reached, level by
+    level (`levels[k]:levels[k+1]` is level k), each level in the order a
+    first-in first-out queue that takes each path's references in index
+    order would visit it; `parent` is the path it was first reached from
+    (ROOT for a root, UNREACHED for a path no root reaches)."""
+
+    order: np.ndarray
+    levels: list[int]
+    parent: np.ndarray
+
+    @property
+    def reached(self) -> np.ndarray:
+        return self.parent != UNREACHED
+
+    def level(self, k: int) -> np.ndarray:
+        return self.order[self.levels[k]:self.levels[k + 1]]
+
+    def chain(self, node: int) -> list[int]:
+        """The shortest chain from a root to a reached node."""
+        chain = [node]
+        while self.parent[chain[-1]] >= 0:
+            chain.append(int(self.parent[chain[-1]]))
+        return chain[::-1]
+
+
+def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int]) -> Search:
+    n = len(ptr) - 1
+    parent = np.full(n, UNREACHED, dtype=np.int64)
+    frontier = np.array(list(dict.fromkeys(roots)), dtype=np.int64)
+    parent[frontier] = ROOT
+    parts, levels = [], [0]
+    while frontier.size:
+        parts.append(frontier)
+        levels.append(levels[-1] + frontier.size)
+        nxt, counts = gather(ptr, targets, frontier)
+        fresh = parent[nxt] == UNREACHED
+        nxt, via = nxt[fresh], np.repeat(frontier, counts)[fresh]
+        # The first occurrence of each new path is where the queue meets it.
+        _, first = np.unique(nxt, return_index=True)
+        first.sort()
+        frontier = nxt[first].astype(np.int64)
+        parent[frontier] = via[first]
+    order = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return Search(order, levels, parent)
+
+
+def reverse(ptr: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of the reversed graph: for each node, the nodes pointing to it,
+    in index order."""
+    n = len(ptr) - 1
+    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+    by_target = np.argsort(targets, kind="stable")
+    rptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(targets, minlength=n), out=rptr[1:])
+    return rptr, sources[by_target]
+
+
+def topological_levels(ptr: np.ndarray, targets: np.ndarray) -> list[np.ndarray] | None:
+    """Levels of a graph in topological order (Kahn's algorithm, one level at
+    a time): every edge goes from a lower level to a higher one. None when
+    the graph has a cycle."""
+    n = len(ptr) - 1
+    indegree = np.bincount(targets, minlength=n)
+    frontier = np.flatnonzero(indegree == 0)
+    levels, done = [], 0
+    while frontier.size:
+        levels.append(frontier)
+        done += frontier.size
+        nxt, _ = gather(ptr, targets, frontier)
+        hit, times = np.unique(nxt, return_counts=True)
+        indegree[hit] -= times
+        frontier = hit[indegree[hit] == 0]
+    return levels if done == n else None
+
+
+@dataclass
+class Condensed:
+    """A graph with each strongly connected part as one node: `part[i]` is
+    path i's part; the parts' edges both ways (CSR), and their topological
+    levels (`level_of[p]` is part p's)."""
+
+    part: np.ndarray
+    ptr: np.ndarray
+    targets: np.ndarray
+    levels: list[np.ndarray]
+
+    def __post_init__(self):
+        self.rptr, self.rsources = reverse(self.ptr, self.targets)
+        self.level_of = np.empty(len(self.ptr) - 1, dtype=np.int64)
+        for k, level in enumerate(self.levels):
+            self.level_of[level] = k
+
+
+def condense(ptr: np.ndarray, targets: np.ndarray) -> Condensed:
+    n = len(ptr) - 1
+    levels = topological_levels(ptr, targets)
+    if levels is not None:  # no cycle: every path is a part of its own
+        return Condensed(np.arange(n, dtype=np.int64), ptr, targets, levels)
+    import igraph
+
+    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+    g = igraph.Graph(n=n, edges=list(zip(sources.tolist(), targets.tolist())), directed=True)
+    part = np.array(g.connected_components(mode="strong").membership, dtype=np.int64)
+    parts = int(part.max()) + 1 if n else 0
+    a, b = part[sources], part[targets]
+    keys = np.unique(a[a != b] * parts + b[a != b])
+    cptr = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // parts, minlength=parts), out=cptr[1:])
+    ctargets = keys % parts
+    clevels = topological_levels(cptr, ctargets)
+    assert clevels is not None  # a condensation has no cycle
+    return Condensed(part, cptr, ctargets, clevels)
+
+
+WORD = 64
+BATCH_WORDS = 1 << 22  # words gathered at once: 32 MB
+
+
+def reached_by(c: Condensed, sources: np.ndarray) -> np.ndarray:
+    """Bitsets over the parts of `c`: bit j of row p (word j // 64) is set
+    when source part sources[j] reaches part p. One pass over the levels in
+    topological order ORs into each part the words of its referrers (all on
+    earlier levels, so complete by then), skipping the parts no source
+    reaches and the referrers whose words are zero; levels above the highest
+    source are not read at all."""
+    parts = len(c.ptr) - 1
+    words = max(1, -(-len(sources) // WORD))
+    bits = np.zeros((parts, words), dtype=np.uint64)
+    j = np.arange(len(sources))
+    np.bitwise_or.at(bits, (sources, j // WORD), np.left_shift(np.uint64(1), (j % WORD).astype(np.uint64)))
+    active = np.zeros(parts, dtype=bool)
+    active[sources] = True
+    first = int(c.level_of[sources].min()) if len(sources) else len(c.levels)
+    step = max(1, BATCH_WORDS // words)  # referrers' rows gathered at once
+    for level in c.levels[first + 1:]:
+        preds, counts = gather(c.rptr, c.rsources, level)  # every part past the first level has a referrer
+        starts = np.cumsum(counts) - counts
+        live = active[preds]
+        reached = np.logical_or.reduceat(live, starts)
+        if not reached.any():
+            continue
+        nodes = level[reached]
+        active[nodes] = True
+        counts = np.add.reduceat(live, starts)[reached]
+        preds = preds[live]
+        ends = np.cumsum(counts)
+        lo = 0
+        while lo < len(nodes):  # batches of about `step` referrers, at least one part each
+            start = ends[lo] - counts[lo]
+            hi = max(lo + 1, int(np.searchsorted(ends, start + step, side="right")))
+            rows = bits[preds[start:ends[hi - 1]]]
+            bits[nodes[lo:hi]] |= np.bitwise_or.reduceat(rows, ends[lo:hi] - counts[lo:hi] - start, axis=0)
+            lo = hi
+    return bits
+
+
+def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarray:
+    """For each of the first `columns` bit columns of `bits`, the sum of the
+    weights of the rows where that bit is set: per byte column, the weight
+    of each of its 256 values (one bincount over the rows that have any bit
+    set), then each bit's share of those."""
+    rows = np.flatnonzero(bits.any(axis=1))
+    by_column = np.ascontiguousarray(bits[rows].astype("<u8", copy=False).view(np.uint8).T)  # byte b: bits 8b..8b+7
+    weights = weights[rows]
+    exact_in_float = int(weights.sum()) < 1 << 53  # float64 sums of integers below 2**53 are exact
+    per_value = np.zeros((len(by_column), 256), dtype=np.int64)
+    for b, values in enumerate(by_column):
+        if exact_in_float:
+            per_value[b] = np.bincount(values, weights=weights, minlength=256).round()
+        else:
+            np.add.at(per_value[b], values, weights)
+    has_bit = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1  # value, bit -> 0/1
+    return (per_value @ has_bit).ravel()[:columns]  # byte column b, bit i -> bit column 8b + i
