@@ -65,6 +65,9 @@ let
     args = [ "-euo" "pipefail" "-c" ''
       mkdir -p $out && tar -xJf $src -C $out --strip-components=1
       source ${splitHook}; splitRedistOutputs
+      # As nixpkgs' redist builder does: every output's libraries find the
+      # driver, which cuBLAS, nvJitLink and the rest open at run time.
+      source ${driverHook}; autoAddOpenGLRunpath
     '' ];
   };
   split = { @SPLIT@ };
