@@ -1,7 +1,8 @@
 """What each command imports: `--help` and `archs` start without the graph
 libraries (numpy, igraph, orjson) that only the closure commands need, and
 without shutil (which argparse imports to measure the terminal for every
-argument), so they start in tens of milliseconds (benchmarks/bench_scale.py
+argument) or dataclasses (whose import and per-class code generation cost
+`archs` a fifth of its time), so they start in tens of milliseconds (benchmarks/bench_scale.py
 times it)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 
 from conftest import ROOT
 
-HEAVY = ("numpy", "igraph", "orjson", "networkx", "rich", "shutil")
+HEAVY = ("numpy", "igraph", "orjson", "networkx", "rich", "shutil", "dataclasses")
 PROBE = """
 import json, sys
 from closure_audit import cli

@@ -7,7 +7,7 @@ Every key is checked, so a typo never silently drops a budget.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .. import schemas
 from ..errors import BudgetError
@@ -47,7 +47,7 @@ class Budget:
 
     def policy(self, base: Policy) -> Policy:
         extra = tuple((p, f"forbidden by the budget of {self.name}") for p in self.forbidden)
-        return replace(base, forbidden=base.forbidden + extra, allowed=base.allowed + self.allow)
+        return base._replace(forbidden=base.forbidden + extra, allowed=base.allowed + self.allow)
 
 
 def _growth(value, where: str) -> Growth:

@@ -37,8 +37,6 @@ def add_arguments(p) -> None:
 def gpu_request(args, policy):
     """The requested capabilities: --capabilities, else --from-nix-config, else
     the policy's [gpu] table, else none."""
-    from dataclasses import replace
-
     from ..gpu.request import from_nix_config, make_request
 
     if args.capabilities is not None and args.from_nix_config is not None:
@@ -54,7 +52,7 @@ def gpu_request(args, policy):
     else:
         return None
     if args.forward_compat is not None and request.forward_compat != args.forward_compat:
-        request = replace(request, forward_compat=args.forward_compat)
+        request = request._replace(forward_compat=args.forward_compat)
     return request
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ..errors import TargetError, UsageError
 from . import options
@@ -31,20 +30,26 @@ def add_arguments(p) -> None:
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
 
 
-@dataclass
 class Report:
-    targets: list[str]
-    mode: str
-    env: object  # loader.model.Environment
-    files: int = 0
-    elf_files: int = 0
-    entry_points: list[str] = field(default_factory=list)
-    findings: list = field(default_factory=list)
-    skipped_links: int = 0
-    opened: list = field(default_factory=list)  # findings.opened.Row: what objects open at run time
-    bytes_scanned: int = 0  # of read-only data, for the names
-    chains: list = field(default_factory=list)  # loader.model.Chain: every load chain resolved
-    explanations: list = field(default_factory=list)  # of the forbidden paths in the closure
+    """What an audit found. A plain class: `--help` imports every command
+    module, and the dataclasses module would cost it a tenth of its time."""
+
+    def __init__(self, targets: list[str], mode: str, env, files: int = 0, elf_files: int = 0,
+                 entry_points: list[str] | None = None, findings: list | None = None, skipped_links: int = 0,
+                 opened: list | None = None, bytes_scanned: int = 0, chains: list | None = None,
+                 explanations: list | None = None):
+        self.targets = targets
+        self.mode = mode
+        self.env = env  # loader.model.Environment
+        self.files = files
+        self.elf_files = elf_files
+        self.entry_points = entry_points or []
+        self.findings = findings or []
+        self.skipped_links = skipped_links
+        self.opened = opened or []  # findings.opened.Row: what objects open at run time
+        self.bytes_scanned = bytes_scanned  # of read-only data, for the names
+        self.chains = chains or []  # loader.model.Chain: every load chain resolved
+        self.explanations = explanations or []  # of the forbidden paths in the closure
 
     @property
     def failed(self) -> bool:
@@ -140,15 +145,13 @@ def check_found(walked) -> None:
 
 
 def run(args) -> int:
-    from dataclasses import replace
-
     from ..output.progress import progress
 
     policy = options.load_policy(args)
     if args.driver_dir:
         if not all(d.startswith("/") for d in args.driver_dir):
             raise UsageError("--driver-dir must be an absolute path")
-        policy = replace(policy, driver_dirs=tuple(args.driver_dir))
+        policy = policy._replace(driver_dirs=tuple(args.driver_dir))
     targets = [installable(t, args.build) for t in args.targets]
     closure = store_closure(targets, args.path_info, args.build)
     with progress() as shown:

@@ -26,8 +26,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from .reader import InvalidElf, parse_sections
 from ..gpu.code import Code
@@ -60,33 +60,39 @@ class FatbinError(Exception):
     """Bytes at a container offset that are not a consistent container."""
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass is several times slower to make, and there are many
-class Entry:
+_ENTRY_FIELDS = (
+    "section",
+    "offset",  # of the entry header, in the file
+    "kind",  # "cubin", "ptx" or "lto"
+    "arch",  # 90 for sm_90
+    "variant",  # "", "a" or "f"
+    "stored",
+    "uncompressed",
+    "compression",  # "none", "lz" (NVIDIA's LZ) or "zstd"
+    "debug",
+)
+
+
+class Entry(namedtuple("Entry", _ENTRY_FIELDS)):
     """One code object. `stored` is what it occupies in the file (header and
     payload); `uncompressed` the same with the payload decompressed."""
 
-    section: str
-    offset: int  # of the entry header, in the file
-    kind: str  # "cubin", "ptx" or "lto"
-    arch: int  # 90 for sm_90
-    variant: str  # "", "a" or "f"
-    stored: int
-    uncompressed: int
-    compression: str  # "none", "lz" (NVIDIA's LZ) or "zstd"
-    debug: bool
+    __slots__ = ()
 
     @property
     def code(self) -> Code:
         return Code(CODE_PREFIX[self.kind], self.arch // 10, self.arch % 10, self.variant)
 
 
-@dataclass
 class FileCode:
     """What one file holds: its entries and what could not be read."""
 
-    entries: list[Entry] = field(default_factory=list)
-    containers: int = 0
-    problems: list[str] = field(default_factory=list)
+    __slots__ = ("entries", "containers", "problems")
+
+    def __init__(self, problems: list[str] | None = None):
+        self.entries: list[Entry] = []
+        self.containers = 0
+        self.problems: list[str] = problems or []
 
 
 class Reader:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import dataclass
+from collections import namedtuple
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -77,30 +77,36 @@ class InvalidElf(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
-class ElfFile:
-    """The loader-relevant facts of one ELF file. Strings are decoded with the
-    file-system encoding (surrogate escapes), so they round-trip as paths."""
-
-    elf_class: int  # 32 or 64
-    little_endian: bool
-    osabi: int
-    type: int
-    machine: int
-    interp: str | None
-    has_dynamic: bool
-    needed: tuple[str, ...]
-    rpath: str | None
-    runpath: str | None
-    soname: str | None
-    flags_1: int
+_ELF_FIELDS = (
+    "elf_class",  # 32 or 64
+    "little_endian",
+    "osabi",
+    "type",
+    "machine",
+    "interp",  # or None
+    "has_dynamic",
+    "needed",  # tuple of names
+    "rpath",  # or None
+    "runpath",  # or None
+    "soname",  # or None
+    "flags_1",
     # Where each string above lies in the file: (tag, file offset, length in
     # bytes), tag being "PT_INTERP", "DT_NEEDED", "DT_RPATH", "DT_RUNPATH" or
     # "DT_SONAME". Evidence scans map a byte offset back to what holds it.
-    strings: tuple[tuple[str, int, int], ...] = ()
+    "strings",
     # A separate debug-info file (objcopy --only-keep-debug): its program
     # headers describe the stripped original, whose bytes it does not hold.
-    debug_info: bool = False
+    "debug_info",
+)
+
+
+class ElfFile(namedtuple("ElfFile", _ELF_FIELDS, defaults=((), False))):
+    """The loader-relevant facts of one ELF file. Strings are decoded with the
+    file-system encoding (surrogate escapes), so they round-trip as paths.
+    A named tuple, as every record on the start-up path of `archs` is (see
+    findings/rules.py)."""
+
+    __slots__ = ()
 
     @property
     def type_name(self) -> str:
@@ -131,13 +137,11 @@ class ElfFile:
         return (self.elf_class, self.machine)
 
 
-@dataclass(frozen=True, slots=True)
-class Section:
-    name: str
-    type: int
-    flags: int
-    offset: int  # in the file
-    size: int  # bytes in the file (0 for SHT_NOBITS)
+class Section(namedtuple("Section", "name type flags offset size")):
+    """One section header: `offset` in the file, `size` the bytes it holds
+    there (0 for SHT_NOBITS)."""
+
+    __slots__ = ()
 
 
 def has_elf_magic(head: bytes) -> bool:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ..paths import under
 from ..storepath import store_dir
@@ -24,26 +24,30 @@ from .files import HostFiles
 from .reader import ElfFile, InvalidElf
 
 
-@dataclass
 class Held:
     """What one target holds: files, valid ELF files, and invalid or
     unreadable ones (path, reason). Files reached from several targets count
     for each."""
 
-    files: int = 0
-    elf: int = 0
-    invalid: list[tuple[str, str]] = field(default_factory=list)
+    __slots__ = ("files", "elf", "invalid")
+
+    def __init__(self):
+        self.files = 0
+        self.elf = 0
+        self.invalid: list[tuple[str, str]] = []
 
 
-@dataclass
 class Scan:
     """What a walk found. Paths are real (symlink-free) absolute paths."""
 
-    files: int = 0
-    elf: dict[str, ElfFile] = field(default_factory=dict)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-    skipped_links: int = 0  # symlinks leading outside what is audited
-    targets: dict[str, Held] = field(default_factory=dict)
+    __slots__ = ("files", "elf", "problems", "skipped_links", "targets")
+
+    def __init__(self):
+        self.files = 0
+        self.elf: dict[str, ElfFile] = {}
+        self.problems: list[tuple[str, str]] = []
+        self.skipped_links = 0  # symlinks leading outside what is audited
+        self.targets: dict[str, Held] = {}
 
 
 def _os_reason(exc: OSError) -> str:
@@ -183,17 +187,12 @@ class Walker:
             self._file(real, st)
 
 
-@dataclass
-class Walked:
+class Walked(namedtuple("Walked", "targets mode roots scan scope files")):
     """The targets as real paths, their mode and tree roots, what the walk
-    found, and the paths [ignore] patterns are relative to."""
+    found (a Scan), the paths [ignore] patterns are relative to, and the
+    HostFiles the files were read from: the loader reads there too."""
 
-    targets: list[str]
-    mode: str
-    roots: tuple[str, ...]
-    scan: Scan
-    scope: tuple[str, ...]
-    files: HostFiles  # where the files were read: the loader reads there too
+    __slots__ = ()
 
 
 def walk_targets(targets: list[str], *, root: str | None = None,

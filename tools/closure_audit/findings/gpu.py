@@ -20,8 +20,6 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..elf.fatbin import Entry
 from ..gpu.code import Code, serves
 from ..gpu.request import Request
@@ -32,18 +30,20 @@ from .rules import Finding
 NATIVE_FALLBACK = {"sm_75", "compute_75"}
 
 
-@dataclass
 class CodeGroup:
     """The entries of one code object kind and architecture in one section."""
 
-    section: str
-    code: Code
-    entries: int = 0
-    stored: int = 0
-    uncompressed: int = 0
-    compression: set[str] = field(default_factory=set)
-    debug: bool = False
-    wanted: bool | None = None  # None: nothing was requested
+    __slots__ = ("section", "code", "entries", "stored", "uncompressed", "compression", "debug", "wanted")
+
+    def __init__(self, section: str, code: Code):
+        self.section = section
+        self.code = code
+        self.entries = 0
+        self.stored = 0
+        self.uncompressed = 0
+        self.compression: set[str] = set()
+        self.debug = False
+        self.wanted: bool | None = None  # None: nothing was requested
 
     def add(self, e: Entry) -> None:
         self.entries += 1
@@ -53,12 +53,14 @@ class CodeGroup:
         self.debug = self.debug or e.debug
 
 
-@dataclass
 class FileArchs:
-    path: str
-    containers: int
-    groups: list[CodeGroup]
-    problems: list[str]
+    __slots__ = ("path", "containers", "groups", "problems")
+
+    def __init__(self, path: str, containers: int, groups: list[CodeGroup], problems: list[str]):
+        self.path = path
+        self.containers = containers
+        self.groups = groups
+        self.problems = problems
 
     @property
     def entries(self) -> int:
@@ -80,15 +82,17 @@ class FileArchs:
         return sorted({g.code for g in self.groups}, key=code_order)
 
 
-@dataclass
 class ArchReport:
-    targets: list[str]
-    mode: str
-    deep: bool
-    request: Request | None
-    files: list[FileArchs] = field(default_factory=list)  # those with GPU code or problems
-    elf_files: int = 0
-    findings: list[Finding] = field(default_factory=list)
+    __slots__ = ("targets", "mode", "deep", "request", "files", "elf_files", "findings")
+
+    def __init__(self, targets: list[str], mode: str, deep: bool, request: Request | None, elf_files: int = 0):
+        self.targets = targets
+        self.mode = mode
+        self.deep = deep
+        self.request = request
+        self.files: list[FileArchs] = []  # those with GPU code or problems
+        self.elf_files = elf_files
+        self.findings: list[Finding] = []
 
     @property
     def failed(self) -> bool:

@@ -8,7 +8,8 @@ documents the format.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from collections import namedtuple
+from types import MappingProxyType
 
 from .. import schemas
 from ..errors import PolicyError
@@ -34,20 +35,27 @@ FORBIDDEN = (
 )
 
 
-@dataclass(frozen=True)
-class Policy:
-    severity: dict[str, str] = field(default_factory=dict)
-    driver_dirs: tuple[str, ...] = DEFAULT_DRIVER_DIRS
-    driver_libraries: tuple[str, ...] = DRIVER_LIBRARIES
-    host_allowed: tuple[str, ...] = C_RUNTIME_FAMILY
-    host_dirs: tuple[str, ...] | None = None  # None: read from the host
-    lib_token: str | None = None
-    platform_token: str | None = None
-    ignore_paths: tuple[str, ...] = ()
-    forbidden: tuple[tuple[str, str], ...] = FORBIDDEN
-    allowed: tuple[str, ...] = ()
-    gpu_capabilities: tuple[str, ...] | None = None  # None: no request
-    gpu_forward_compat: bool = False
+_FIELDS = {  # name: default
+    "severity": MappingProxyType({}),  # rule id -> severity or "off"
+    "driver_dirs": DEFAULT_DRIVER_DIRS,
+    "driver_libraries": DRIVER_LIBRARIES,
+    "host_allowed": C_RUNTIME_FAMILY,
+    "host_dirs": None,  # None: read from the host
+    "lib_token": None,
+    "platform_token": None,
+    "ignore_paths": (),
+    "forbidden": FORBIDDEN,  # (store name pattern, reason)
+    "allowed": (),
+    "gpu_capabilities": None,  # None: no request
+    "gpu_forward_compat": False,
+}
+
+
+class Policy(namedtuple("Policy", tuple(_FIELDS), defaults=tuple(_FIELDS.values()))):
+    """A read policy; `_replace` makes a changed copy. A named tuple: every
+    record on the start-up path of `archs` is one (see findings/rules.py)."""
+
+    __slots__ = ()
 
     def forbids(self, name: str) -> tuple[str, str] | None:
         """(pattern, reason) when a store name is forbidden, else None."""

@@ -18,17 +18,17 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 
 _NAME = re.compile(r"^(sm|compute|lto)_(\d+)(\d)([af]?)$")
 
 
-@dataclass(frozen=True, order=True)
-class Code:
-    kind: str  # "sm", "compute" or "lto"
-    major: int
-    minor: int
-    variant: str = ""  # "", "a" or "f"
+class Code(namedtuple("Code", "kind major minor variant", defaults=("",))):
+    """One code object's target: kind "sm", "compute" or "lto", the
+    capability's major and minor, and the variant "", "a" or "f". Ordered
+    field by field."""
+
+    __slots__ = ()
 
     @property
     def name(self) -> str:

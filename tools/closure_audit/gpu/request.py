@@ -5,17 +5,17 @@ from the command line, a policy's [gpu] table, or a nixpkgs config file (the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 
 from ..errors import UsageError
 from .code import capability_table, parse_capability
 
 
-@dataclass(frozen=True)
-class Request:
-    capabilities: tuple[str, ...]  # as written: "8.6", "9.0a", "10.0f"
-    forward_compat: bool
-    source: str  # where they came from, for reports
+class Request(namedtuple("Request", "capabilities forward_compat source")):
+    """The capabilities a build was meant for, as written ("8.6", "9.0a",
+    "10.0f"), whether PTX must serve newer GPUs, and where they came from."""
+
+    __slots__ = ()
 
     @property
     def devices(self) -> list[tuple[int, int]]:
