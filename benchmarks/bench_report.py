@@ -53,6 +53,11 @@ def main() -> int:
     ap.add_argument("--paths", type=int, nargs="+", default=[10_000])
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
+    try:
+        import selenium  # noqa: F401  (tests/browser.py drives Chromium with it)
+    except ImportError:
+        sys.exit("benchmark: selenium is missing: run it with the test environment, "
+                 ".venv/bin/python benchmarks/bench_report.py (ci/setup makes it)")
     tool = closure_audit_command()
     ok = True
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
