@@ -2,8 +2,8 @@
 libraries (numpy, igraph, orjson) that only the closure commands need, and
 without shutil (which argparse imports to measure the terminal for every
 argument) or dataclasses (whose import and per-class code generation cost
-`archs` a fifth of its time), so they start in tens of milliseconds (benchmarks/bench_scale.py
-times it)."""
+`archs` about 15 of its 50 ms), so they start in tens of milliseconds
+(benchmarks/bench_scale.py times it)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ class Rule(namedtuple("Rule", "id nix tree fields summary")):
     mode (`tree`; None: not checked there), the fields its findings carry and
     a one-line summary. A named tuple, as every record on the start-up path of
     `archs` is: the dataclasses module and its per-class code generation cost
-    that command a fifth of its time (docs/archs.md)."""
+    that command about 15 of its 50 ms (docs/archs.md)."""
 
     __slots__ = ()
 
