@@ -3,8 +3,13 @@ CUDA and Python release prefixes."""
 
 from __future__ import annotations
 
-from closure_audit.closure.diff import diff, split_release
-from closure_audit.closure.graph import Closure, build_graph
+import re
+import sys
+from pathlib import Path
+
+from closure_audit.closure.diff import diff
+from closure_audit.closure.graph import Closure, build_graph, load_dump
+from closure_audit.storepath import name_part, package_key, parse_name, split_release
 
 STORE = "/nix/store"
 
@@ -52,3 +57,46 @@ def test_split_release():
     assert split_release("python3-numpy") == ("python3", "numpy")
     assert split_release("cudatoolkit") == ("", "cudatoolkit")
     assert split_release("python3.12") == ("", "python3.12")
+
+
+def test_prefixed_and_unprefixed_names_are_two_packages():
+    # The Python binding and the C++ library: nvd and `nix store diff-closures` keep them apart.
+    old = closure("python3.12-protobuf-5.28.3", "protobuf-28.3")
+    new = closure("python3.12-protobuf-5.29.0", "protobuf-29.0")
+    got = by_name(diff(old, new))
+    assert set(got) == {("python3.12-protobuf", "out"), ("protobuf", "out")}
+    assert got[("python3.12-protobuf", "out")].old_versions == ["5.28.3"]
+    assert got[("protobuf", "out")].new_versions == ["29.0"]
+    # An added prefixed package does not swallow a removed unprefixed one.
+    got = by_name(diff(closure("protobuf-28.3"), closure("python3.12-protobuf-5.28.3")))
+    assert got[("protobuf", "out")].status == "removed"
+    assert got[("python3.12-protobuf", "out")].status == "added"
+
+
+def test_split_release_families():
+    assert package_key("python3.12-numpy") == package_key("python3.13-numpy") == ("python", "numpy")
+    assert package_key("cuda12.9-cuda_cudart") == package_key("cuda13.0-cuda_cudart") == ("cuda", "cuda_cudart")
+    assert package_key("protobuf") == ("", "protobuf") != package_key("python3.12-protobuf")
+
+
+def test_no_record_mixes_prefixed_and_unprefixed_names_at_scale(tmp_path):
+    """The scale benchmark's 100,000-path closures (prefixed and unprefixed
+    names drawn from the same stems), before and after a change: every record
+    holds names with one prefix family only."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gen_dumps
+
+    files = []
+    for variant in ("old", "new"):
+        files.append(tmp_path / f"{variant}.json")
+        files[-1].write_bytes(gen_dumps.dump(100_000, variant=variant))
+    packages = diff(load_dump(str(files[0]), []), load_dump(str(files[1]), []))
+    assert len(packages) > 1000
+    family = re.compile(r"^(cuda|python|pypy)\d+(\.\d+)?-(?=\D)")
+    mixed = []
+    for p in packages:
+        names = {parse_name(name_part(path))[0] for path in p.old_paths + p.new_paths}
+        kinds = {(m.group(1) if (m := family.match(n)) else "", family.sub("", n)) for n in names}
+        if len(kinds) > 1:
+            mixed.append((p.name, sorted(names)))
+    assert mixed == []

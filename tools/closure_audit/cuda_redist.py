@@ -7,9 +7,8 @@ this project's package sets put the release in front
 
 from __future__ import annotations
 
-import re
 
-from .storepath import parse_name
+from .storepath import package_key, parse_name
 
 # The entries of NVIDIA's CUDA and cuDNN manifests (pkgs/cuda/manifests; a
 # test keeps the two in step), and the other NVIDIA libraries nixpkgs'
@@ -28,10 +27,9 @@ REDIST_NAMES = frozenset({
     "cudatoolkit", "cuda-merged", "nccl", "cutensor", "libcutensor", "cusparselt", "libcusparse_lt",
     "tensorrt", "libnvshmem", "nvshmem",
 })
-_RELEASE_PREFIX = re.compile(r"^cuda\d+(?:\.\d+)?-")
 
 
 def is_cuda_redist(store_name: str) -> bool:
     """`store_name` is the part of a store path after the hash."""
-    pname = _RELEASE_PREFIX.sub("", parse_name(store_name)[0])
-    return pname in REDIST_NAMES
+    family, pname = package_key(parse_name(store_name)[0])
+    return family in ("", "cuda") and pname in REDIST_NAMES
