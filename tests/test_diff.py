@@ -3,6 +3,7 @@ CUDA and Python release prefixes."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -100,3 +101,26 @@ def test_no_record_mixes_prefixed_and_unprefixed_names_at_scale(tmp_path):
         if len(kinds) > 1:
             mixed.append((p.name, sorted(names)))
     assert mixed == []
+
+
+def test_terminal_diff_labels_roots_versionless_names_and_growth(tmp_path):
+    from conftest import run_cli
+
+    def dump(file, names, sizes, hashes):
+        paths = [f"{STORE}/{h * 32}-{n}" for h, n in zip(hashes, names)]
+        data = {p: {"narSize": s, "references": paths[1:] if i == 0 else []}
+                for i, (p, s) in enumerate(zip(paths, sizes))}
+        file.write_text(json.dumps(data))
+        return paths[0]
+
+    # The unversioned hook has a new hash: it was rebuilt.
+    old_root = dump(tmp_path / "old.json", ["env-1", "setup-hook", "zlib-1.3"], [1000, 1000, 2000], "abc")
+    new_root = dump(tmp_path / "new.json", ["env-2", "setup-hook", "zlib-1.3.1"], [1000, 1000, 3000], "dfg")
+    p = run_cli("diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert any(line.startswith("old") and old_root in line and "3.9 KiB" in line for line in lines), p.stdout
+    assert any(line.startswith("new") and new_root in line and "4.9 KiB" in line for line in lines), p.stdout
+    assert "+1000 B (+25.0%)" in p.stdout
+    hook = next(line for line in lines if line.startswith("setup-hook"))
+    assert "rebuilt" in hook and "(no version)" in hook and "∅" not in hook

@@ -15,8 +15,8 @@ from ..loader.model import Chain, LoadedObject, Resolution
 from ..findings.rules import RULES, SEVERITY_RANK
 from ..storepath import name_part
 from ..paths import relative_to
-from ..units import format_size
-from .text import printable
+from ..units import format_growth, format_size
+from .text import printable, version_change
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
@@ -58,8 +58,10 @@ def _plural(n: int, word: str) -> str:
 def header(console, command: str, mode: str, targets: list[str]) -> None:
     head = Text()
     head.append("closure-audit ", style="bold")
-    head.append(f"{command} · {mode} mode · ")
-    head.append(", ".join(printable(t) for t in targets), style="bold")
+    head.append(f"{command} · {mode} mode")
+    if targets:
+        head.append(" · ")
+        head.append(", ".join(printable(t) for t in targets), style="bold")
     console.print(head)
 
 
@@ -219,6 +221,9 @@ def explanation_tree(e, added: dict[str, int]) -> Tree:
     for hop in e.hops:
         _evidence(branch, hop)
         branch = branch.add(Text(f"→ {_store_name(hop.reference)}", style="bold"))
+    if files := e.shrink_rpath():
+        tree.add(Text(f"fix: every hop is an unused runpath entry; patchelf --shrink-rpath {' '.join(files)}",
+                      style="green"))
     if e.referrers:
         refs = tree.add(Text(f"every referrer ({len(e.referrers)})", style="dim"))
         for hop in e.referrers:
@@ -281,9 +286,11 @@ def render_size(console, closure, rows, total: int) -> None:
 # -- diff ------------------------------------------------------------------------
 
 def render_diff(console, old, new, packages, findings, old_size: int, new_size: int) -> None:
-    header(console, "diff", "nix-store", old.roots + new.roots)
-    console.print(Text(f"{format_size(old_size)} → {format_size(new_size)} "
-                       f"({format_size(new_size - old_size, signed=True)}) · ") + counts(findings))
+    header(console, "diff", "nix-store", [])
+    for label, c, size in (("old", old, old_size), ("new", new, new_size)):
+        console.print(Text(f"{label}  ", style="dim") + Text(", ".join(printable(r) for r in c.roots), style="bold")
+                      + Text(f"  {format_size(size)}"))
+    console.print(Text(f"{format_growth(old_size, new_size)} · ") + counts(findings))
     forbidden = {f.file for f in findings if f.rule == "forbidden-path"}
     table = Table(header_style="dim", pad_edge=False, box=None)
     table.add_column("package", overflow="fold")
@@ -294,7 +301,7 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
     for p in packages[:MAX_PACKAGES]:
         name = printable(p.name if p.output == "out" else f"{p.name} ({p.output})")
         style = "bold red" if forbidden & set(p.new_paths) else {"added": "green", "removed": "dim"}.get(p.status, "")
-        versions = printable(f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}")
+        versions = version_change(p.old_versions, p.new_versions)
         table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
                       Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
     if len(packages) > MAX_PACKAGES:
