@@ -35,3 +35,22 @@ def is_cuda_redist(store_name: str) -> bool:
     """`store_name` is the part of a store path after the hash."""
     pname = _RELEASE_PREFIX.sub("", parse_name(store_name)[0])
     return pname in REDIST_NAMES
+
+
+# NVIDIA's wheels of the libraries programs name in DT_NEEDED or dlopen:
+# CUDA 13's are named plainly (nvidia-cuda-runtime 13.x), older ones carry
+# the release (nvidia-cuda-runtime-cu12).
+_WHEELS = {"libcudart": "nvidia-cuda-runtime", "libnvrtc": "nvidia-cuda-nvrtc", "libcublas": "nvidia-cublas",
+           "libcublasLt": "nvidia-cublas", "libnvJitLink": "nvidia-nvjitlink", "libcupti": "nvidia-cuda-cupti"}
+_SONAME = re.compile(r"(lib\w+)\.so\.(\d+)$")
+
+
+def wheel_for(soname: str) -> str | None:
+    """The pip requirement that provides a CUDA library: `libcudart.so.13` ->
+    `nvidia-cuda-runtime==13.*`, `libcudart.so.12` -> `nvidia-cuda-runtime-cu12`."""
+    m = _SONAME.match(soname)
+    project = _WHEELS.get(m[1]) if m else None
+    if project is None:
+        return None
+    major = int(m[2])
+    return f"{project}=={major}.*" if major >= 13 else f"{project}-cu{major}"
