@@ -105,16 +105,18 @@ def target_facts(targets: list[str], policy, host, shown=None):
     use = DriverUse([], [], [], [], [])
     compat = None
     names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
-    runtime_found: dict[str, bool] = {}  # libcudart.so.N -> found inside the target
+    # libcudart.so.N -> whether the target's own search paths find it (the
+    # host's directories are looked at under --root below, not here).
+    runtime_found: dict[str, bool] = {}
     for r in report.opened:
         if r.name.startswith("libcudart.so."):
-            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.inside and r.path is not None)
+            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.path is not None and r.how != DEFAULT)
     for chain in report.chains:
         for obj in chain.objects:
             for res in obj.resolutions:
                 if res.needed.startswith("libcudart.so."):
-                    inside = res.path is not None and res.how != NOT_FOUND and env.inside(loader.realpath(res.path))
-                    runtime_found[res.needed] = runtime_found.get(res.needed, False) or inside
+                    found = res.path is not None and res.how not in (NOT_FOUND, DEFAULT)
+                    runtime_found[res.needed] = runtime_found.get(res.needed, False) or found
             if obj.leaf or obj.real in objects:
                 continue
             objects[obj.real] = obj.elf
@@ -151,11 +153,11 @@ def target_facts(targets: list[str], policy, host, shown=None):
         entries = sorted(os.listdir(directory))
         needs.extend(release.from_packages(directory, entries))
         torch = torch or release.torch_version(entries)
-    # The runtime a tree's objects need and do not hold comes from the host's
-    # directories, if at all; a store path never looks there.
+    # The runtime a tree's objects do not find themselves comes from the
+    # host's directories, if at all; a store path never looks there.
     missing = {}
-    for name, inside in sorted(runtime_found.items()):
-        if not inside and (env.nix or find_library(root, host.driver_dirs, name) is None):
+    for name, found in sorted(runtime_found.items()):
+        if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
             missing[name] = next(f for f, n, _ in names if n == name)
     code = {p: sorted({e.code for e in fc.entries}) for p, fc in read_files(sorted(objects), deep=False).items()}
     return TargetFacts(report.targets, report.mode, use, needs, missing, compat, code, torch)

@@ -48,8 +48,8 @@ _EXACT_WHEELS = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti"
 _SUFFIX = re.compile(r"^nvidia-[a-z0-9-]+-cu(\d+)$")
 _DIST_INFO = re.compile(r"^(.+?)-(\d[^-]*)\.dist-info$")
 _REQUIRES = re.compile(r"^Requires-Dist:\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*\(?\s*(?:===?|~=|>=)\s*"
-                       r"(\d+)\.(\d+)", re.M)
-_TORCH_CUDA = re.compile(r"^cuda\b[^=\n]*=\s*['\"](\d+)\.(\d+)", re.M)
+                       r"(\d+)\.(\d+)[^\n]*", re.M)
+_TORCH_CUDA = re.compile(r"^cuda\b[^=\n]*=\s*['\"](\d+)\.(\d+)[^\n]*", re.M)
 
 
 def _normal(project: str) -> str:
