@@ -70,7 +70,10 @@ class FakeHost:
     def proc_gpu(self, bus: str, model: str) -> None:
         """The kernel module's file for one GPU; `bus` as /proc names it (0000:01:00.0)."""
         self.file(f"/proc/driver/nvidia/gpus/{bus}/information",
-                  f"Model: \t\t {model}\nIRQ:   \t\t 130\nBus Location: \t {bus}\nDevice Minor: \t 0\n")
+                  f"Model: \t\t {model}\nIRQ:   \t\t 41\nGPU UUID: \t GPU-286ec11f-9458-1eb9-3f6d-6fe6f872c8e1\n"
+                  "Video BIOS: \t 96.00.a5.00.1a\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+                  f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\nDevice Minor: \t 0\n"
+                  "GPU Firmware: \t 580.159.04\nGPU Excluded:\t No\n")
 
 
 def nixos(root: Path, driver: str = "580.82.07", kernel: str | None = None) -> FakeHost:

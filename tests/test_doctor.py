@@ -361,7 +361,9 @@ def test_nvidia_smi_compute_cap_beats_the_model_table(tmp_path):
     assert gpus[1]["model_source"] == "/proc/driver/nvidia/gpus/0001:01:00.0/information"
     (f,) = [f for f in data["findings"] if f["rule"] == "gpu-capability-mismatch"]
     assert f["severity"] == "warning" and (f["capability"], f["model_capability"]) == ("9.0", "6.1")
-    assert "9.0" in f["message"] and "6.1" in f["message"] and "NVIDIA H100 80GB HBM3" in f["message"]
+    assert f["message"] == ("GPU 1: NVIDIA H100 80GB HBM3, compute capability 9.0 (nvidia-smi); the model table gives "
+                            "6.1 for 'NVIDIA GeForce GTX 1080' (/proc/driver/nvidia/gpus/0001:01:00.0/information): "
+                            "nvidia-smi's 9.0 is used")
     assert [c["status"] for c in checks(data)["gpus"]] == ["ok", "warning"]
 
 

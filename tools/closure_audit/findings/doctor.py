@@ -290,13 +290,12 @@ class DoctorJudge:
     def cuda_runtime(self, target: TargetFacts, user: str | None) -> None:
         for name, file in target.runtime_missing.items():
             wheel = None if target.nix else wheel_for(name)
-            where = "the closure" if target.nix else "the target nor on the host"
+            where = "is not in the closure" if target.nix else "neither the target nor the host holds"
             fix = (Fix("add the CUDA runtime to the package's inputs: cudaPackages.cuda_cudart (its lib output)")
                    if target.nix else Fix(f"pip install \"{wheel}\"", "the runtime NVIDIA ships as a wheel, "
                                           "found by the tree's own runpaths"))
-            self.line("cuda-runtime", f"{file} needs {name}, found neither in {where}: the program fails to start"
-                      if not target.nix else f"{file} needs {name}, which is not in {where}: the program fails to "
-                      "start", rule="cuda-runtime-missing", file=file, needed=name, wheel=wheel, fixes=[fix])
+            self.line("cuda-runtime", f"{file} needs {name}, which {where}: the program fails to start",
+                      rule="cuda-runtime-missing", file=file, needed=name, wheel=wheel, fixes=[fix])
         need = highest(target.needs)
         if need is None:
             if not target.runtime_missing:
@@ -359,7 +358,7 @@ class DoctorJudge:
             major, minor = (int(x) for x in g.capability.split("."))
             if g.model_capability is not None and g.model_capability != g.capability:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source}); the model "
-                          f"table gives {g.model_capability} for its name ({g.model_source}): {g.source}'s "
+                          f"table gives {g.model_capability} for {g.model!r} ({g.model_source}): {g.source}'s "
                           f"{g.capability} is used", rule="gpu-capability-mismatch", file=g.model_source or "",
                           capability=g.capability, model_capability=g.model_capability)
             else:

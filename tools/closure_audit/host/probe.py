@@ -31,10 +31,11 @@ class Gpu:
     name: str
     capability: str | None  # "8.6"; None when nothing tells it
     source: str  # nvidia-smi, /proc/driver/nvidia/gpus/..., the device tree
-    # The model name's capability in gpu/models.py's table, and the name it
-    # was told by (the kernel module's /proc file, else nvidia-smi's name).
+    # The capability gpu/models.py's table gives for the GPU's model name, the
+    # name, and where it was read (the kernel module's /proc file, else nvidia-smi).
     model_capability: str | None = None
     model_source: str | None = None
+    model: str | None = None
 
 
 @dataclass
@@ -188,7 +189,7 @@ def _gpus_from_smi(root: Root, host: Host) -> None:
         model, where = models.get(_bus_key(bus)) or (list(models.values())[i] if len(models) > i else (name, None))
         known = capability_of(model)
         if re.fullmatch(r"\d+\.\d+", cap):  # the driver's own answer (drivers since 510)
-            host.gpus.append(Gpu(name, cap, "nvidia-smi", known, where or "nvidia-smi name"))
+            host.gpus.append(Gpu(name, cap, "nvidia-smi", known, where or "nvidia-smi", model))
         else:
             host.gpus.append(Gpu(name, known, f"nvidia-smi name {name!r} in the model table"))
     if host.driver is not None and host.driver.version is None:
