@@ -150,7 +150,10 @@ def target_facts(targets: list[str], policy, host, shown=None):
             needs.append(need)
     torch = None
     for directory in _package_dirs(list(objects), env):
-        entries = sorted(os.listdir(directory))
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError:  # a directory above the tree that this user cannot list
+            continue
         needs.extend(release.from_packages(directory, entries))
         torch = torch or release.torch_version(entries)
     # The runtime a tree's objects do not find themselves comes from the
@@ -158,7 +161,7 @@ def target_facts(targets: list[str], policy, host, shown=None):
     missing = {}
     for name, found in sorted(runtime_found.items()):
         if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
-            missing[name] = next(f for f, n, _ in names if n == name)
+            missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
     code = {p: sorted({e.code for e in fc.entries}) for p, fc in read_files(sorted(objects), deep=False).items()}
     return TargetFacts(report.targets, report.mode, use, needs, missing, compat, code, torch)
 
