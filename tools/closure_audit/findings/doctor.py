@@ -305,7 +305,8 @@ class DoctorJudge:
         runtime = need.release
         evidence = _distinct(target.needs)
         others = len(evidence) - 1
-        release = (f"CUDA {need.label} (from {need.source} in {need.file}"
+        where = "" if need.file.endswith("/" + need.source.split()[-1]) else f" in {need.file}"
+        release = (f"CUDA {need.label} (from {need.source}{where}"
                    + (f"; {others} more piece{'s' * (others != 1)} of evidence" if others else "") + ")")
         own, floor = needs(runtime)
         if user is None:
