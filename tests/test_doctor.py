@@ -302,18 +302,15 @@ def test_the_highest_release_named_is_judged(tmp_path, build):
     assert ("12.8", str(site / "torch/version.py")) in {(e["release"], e["file"]) for e in f["evidence"]}
 
 
-def test_wheel_metadata_tells_the_release():
+def test_wheel_metadata_tells_the_release(tmp_path):
     from closure_audit.gpu.release import from_packages, highest
 
-    import tempfile
-    with tempfile.TemporaryDirectory() as d:
-        for name in ("nvidia_cublas_cu12-12.4.5.8.dist-info", "nvidia_cufft-12.0.0.61.dist-info",
-                     "numpy-2.1.0.dist-info"):
-            os.mkdir(os.path.join(d, name))
-        found = from_packages(d, sorted(os.listdir(d)))
-        # cuFFT numbers itself (12.0 ships with CUDA 13): only a -cuNN suffix or a runtime's version tells.
-        assert [(n.label, n.source) for n in found] == [("12.x", "wheel nvidia_cublas_cu12-12.4.5.8.dist-info")]
-        assert highest(found).release == (12, 0) and highest([]) is None
+    for name in ("nvidia_cublas_cu12-12.4.5.8.dist-info", "nvidia_cufft-12.0.0.61.dist-info", "numpy-2.1.0.dist-info"):
+        (tmp_path / name).mkdir()
+    found = from_packages(str(tmp_path), sorted(os.listdir(tmp_path)))
+    # cuFFT numbers itself (12.0 ships with CUDA 13): only a -cuNN suffix or a runtime's version tells.
+    assert [(n.label, n.source) for n in found] == [("12.x", "wheel nvidia_cublas_cu12-12.4.5.8.dist-info")]
+    assert highest(found).release == (12, 0) and highest([]) is None
 
 
 def test_a_tree_without_any_cuda_runtime_is_an_error(tmp_path, build):
