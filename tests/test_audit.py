@@ -276,6 +276,31 @@ def test_lone_file_uses_its_environment_as_the_tree(venv):
     assert r.env.tree_roots == (str(venv.root),) and not r.failed
 
 
+@pytest.mark.parametrize("site", ["usr/local/lib/python3.12/site-packages", "usr/lib/python3/dist-packages"])
+def test_lone_file_in_a_python_prefix_uses_its_site_packages_as_the_tree(build, site):
+    """pip into a prefix without a venv (most container images): the other
+    wheels of that site-packages are the tree, not the host."""
+    cudart = build.lib(f"{site}/nvidia/cu13/lib/libcudart.so.13")
+    torch = build.lib(f"{site}/torch/lib/libtorch_cuda.so", links=[cudart], runpath=["$ORIGIN/../../nvidia/cu13/lib"])
+    r = audit(torch)
+    assert r.env.tree_roots == (str(build.root / site),)
+    assert not r.failed and r.findings == [], [f.message for f in r.findings]
+
+
+def test_lone_file_without_a_tree_asks_for_root(build, tmp_path):
+    """Outside any venv, conda env or Python prefix the tree cannot be told:
+    the command says how to name it instead of guessing the file's directory."""
+    from conftest import run_cli
+
+    dep = build.lib("deps/libdep.so.1")
+    lib = build.lib("app/libapp.so", links=[dep], runpath=["$ORIGIN/../deps"])
+    p = run_cli("audit", str(lib))
+    assert p.returncode == 2 and "pass --root DIR" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = run_cli("audit", "--root", str(build.root), str(lib))
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
 def test_targets_that_hold_nothing_to_audit_say_so(build, tmp_path):
     """A non-ELF file, a truncated library, a saved closure, an empty tree:
     each says what it is (exit 2) instead of passing."""
