@@ -85,7 +85,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     from ..elf.strings import NameReader
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
-    from ..findings.loading import judge_loading
+    from ..findings.loading import FromHost, judge_loading, plugins
     from ..findings.opened import judge_opened
     from ..loader.chains import resolve
     from ..loader.model import Loader
@@ -111,12 +111,15 @@ def audit(targets: list[str], policy, root: str | None = None,
         findings.add("invalid-elf", path, reason, reason=reason)
     loader = Loader(env, known=walked.scan.elf, files=walked.files)
     resolved = resolve(loader, walked.scan.elf)
-    judge_loading(loader, resolved, findings)
     read = names.results()
     for path in walked.scan.elf:
         if path not in read and not os.path.isfile(path):
             read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
-    opened = judge_opened(loader, resolved, findings, read)
+    # What is opened first: it tells which entry points are plugins.
+    from_host = FromHost()
+    opened = judge_opened(loader, resolved, findings, read, from_host)
+    judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
+    from_host.report(findings)
     explanations = []
     if closure is not None:
         from ..closure.why import forbidden_paths
