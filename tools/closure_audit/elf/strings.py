@@ -84,25 +84,33 @@ def dlopen_notes(data, size: int, sections) -> list[NoteEntry]:
     table's checks to lie inside the file). A note that breaks the note format
     or the JSON shape is one entry with `error` set: what it declares is
     unknown, which the caller reports rather than skip."""
-    fmt = "<3I" if data[5:6] == b"\1" else ">3I"
+    little = data[5:6] == b"\1"
     out: list[NoteEntry] = []
     for sec in sections:
-        if sec.type != _SHT_NOTE or not sec.size:
-            continue
-        pos, end = sec.offset, min(sec.offset + sec.size, size)
-        while pos + 12 <= end:
-            namesz, descsz, kind = struct.unpack(fmt, data[pos:pos + 12])
-            name_at = pos + 12
-            desc_at = name_at + (namesz + 3) // 4 * 4
-            next_at = desc_at + (descsz + 3) // 4 * 4
-            if next_at > end:
-                if data[name_at:name_at + namesz] == NOTE_OWNER:
-                    out.append(NoteEntry(pos, (), "required", None, None, sec.name,
-                                         f"dlopen note at offset {pos:#x} runs past its section {sec.name}"))
-                break
-            if kind == NOTE_TYPE and data[name_at:name_at + namesz] == NOTE_OWNER:
-                out.extend(_note_entries(data, desc_at, descsz, sec.name))
-            pos = next_at
+        if sec.type == _SHT_NOTE and sec.size:
+            out.extend(notes_in(data, sec.offset, min(sec.offset + sec.size, size), sec.name, little))
+    return out
+
+
+def notes_in(data, start: int, end: int, section: str, little: bool) -> list[NoteEntry]:
+    """The dlopen metadata entries of the notes in data[start:end] (4-byte
+    aligned, as the specification sets), skipping notes of other owners."""
+    fmt = "<3I" if little else ">3I"
+    out: list[NoteEntry] = []
+    pos = start
+    while pos + 12 <= end:
+        namesz, descsz, kind = struct.unpack(fmt, data[pos:pos + 12])
+        name_at = pos + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        next_at = desc_at + (descsz + 3) // 4 * 4
+        if next_at > end:
+            if data[name_at:min(name_at + namesz, end)] == NOTE_OWNER:
+                out.append(NoteEntry(pos, (), "required", None, None, section,
+                                     f"dlopen note at offset {pos:#x} runs past its section {section}"))
+            break
+        if kind == NOTE_TYPE and data[name_at:name_at + namesz] == NOTE_OWNER:
+            out.extend(_note_entries(data, desc_at, descsz, section))
+        pos = next_at
     return out
 
 
@@ -114,8 +122,8 @@ def _note_entries(data, at: int, size: int, section: str) -> list[NoteEntry]:
 
     try:
         entries = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        return bad(f"not JSON ({exc})")
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        return bad(f"not JSON ({type(exc).__name__})" if isinstance(exc, RecursionError) else f"not JSON ({exc})")
     if not isinstance(entries, list):
         return bad("not a JSON array")
     out = []
