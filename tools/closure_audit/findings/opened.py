@@ -132,7 +132,7 @@ class OpenedJudge:
                 sibling = dlopen.loaded_sibling(names, request) if res.how == NOT_FOUND else None
                 row = Row(obj.real, request.name, request.string, request.offset, request.klass, request.family,
                           res.how, res.path, inside, request.priority, request.feature,
-                          sibling.path if sibling is not None else None)
+                          sibling.real if sibling is not None else None)
                 key = (obj.real, request.name)
                 # An object judged in several chains: keep the worst outcome.
                 if key not in self._rows or (self._rows[key].inside and not inside):
@@ -159,7 +159,7 @@ class OpenedJudge:
                  f"SONAME and searches for a file of exactly that name, so the loaded "
                  f"{sibling.elf.soname or sibling.requested} does not answer it and this dlopen fails "
                  f"unless a file {request.name} is installed",
-                 needed=request.name, loaded=sibling.path, searched=res.searched,
+                 needed=request.name, loaded=sibling.real, searched=res.searched,
                  chain=[o.real for o in _loaders(chain, file)], **self._evidence(request))
 
     def _driver(self, chain: Chain, obj, drivers: list[dlopen.Request]) -> None:
