@@ -190,8 +190,8 @@ class OpenedJudge:
             if request.klass != "driver":  # the driver is judged by _driver, as for a string
                 feature = f" for {request.feature}" if request.feature else ""
                 self.add(NOTE_RULES[request.priority], file,
-                         f"declares in its dlopen note that it opens {_named(request)}{feature} "
-                         f"({request.priority}), which is not in the {where}; {searched}{found}", **fields)
+                         f"opens {_named(request)}{feature}, {request.priority}, which is not in the {where}; "
+                         f"{searched}{found}", **fields)
             return
         providers = [] if res.error else self.providers.get(request.name, [])
         if request.klass == "toolkit" and providers and not chain.root.elf.is_executable and res.how == NOT_FOUND:
@@ -212,6 +212,8 @@ class OpenedJudge:
 
 def _named(request: dlopen.Request) -> str:
     """How a finding names what is opened: the name, and the string with its offset."""
+    if request.priority is not None:
+        return f"{request.name} (its dlopen note, at offset {request.offset:#x})"
     string = "" if request.string == request.name else f" {request.string!r}"
     return f"{request.name} (string{string} at offset {request.offset:#x})"
 
