@@ -146,7 +146,7 @@ def check_found(walked) -> None:
             raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
         if walked.mode == "nix-store" and os.path.isdir(target):
             continue
-        from ..closure.graph import looks_like_dump  # networkx: only where needed, start-up stays lean
+        from ..closure.graph import looks_like_dump  # numpy and igraph: only where needed, start-up stays lean
 
         if os.path.isfile(target) and looks_like_dump(target):
             raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
