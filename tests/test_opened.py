@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -289,3 +290,16 @@ def test_a_name_without_a_version_is_not_its_versioned_file(build, case):
     else:
         assert row.fallback_for is None and [f.fields["needed"] for f in rules["unknown-dlopen-library"]] == [
             "libzzzrt.so"]
+
+
+def test_a_plugin_declared_in_a_dlopen_note_takes_the_notes_feature(build):
+    gone = build.lib("gone/libwidgetkit.so.2")
+    plug = build.lib("lib/libplug.so.1", links=[gone], runpath=["$ORIGIN"])
+    build.lib("lib/libhost.so.1", runpath=["$ORIGIN"], code=note_code(
+        [{"soname": ["libplug.so.1"], "priority": "suggested", "feature": "widgets"}]))
+    shutil.rmtree(build.root / "gone")
+    report, _ = audit([str(build.root / "lib")], Policy())
+    (f,) = by_rule(report)["plugin-unresolved-library"]
+    assert (f.file, f.fields["needed"], f.fields["feature"], f.severity) == (
+        str(plug), "libwidgetkit.so.2", "widgets", "warning")
+    assert not report.failed

@@ -48,10 +48,10 @@ class FromHost:
                          needed=name, host_path=host_path, objects=files, opened=opened)
 
 
-def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, str]]:
+def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, str | None]]:
     """Entry points that an object opens at run time: real path -> (the
     opener, the feature: from the opener's dlopen note, else PLUGIN_FEATURES,
-    else who opens it)."""
+    else None)."""
     entries = set(resolved.entry_points)
     out: dict[str, tuple[str, str]] = {}
     for row in rows:
@@ -61,13 +61,13 @@ def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, st
         if real in entries and real != row.file:
             name = os.path.basename(real)
             feature = row.feature or next((f for p, f in PLUGIN_FEATURES if ld.matches_any(name, (p,))), None)
-            out.setdefault(real, (row.file, feature or f"a plugin {os.path.basename(row.file)} opens at run time"))
+            out.setdefault(real, (row.file, feature))
     return out
 
 
 class LoadJudge:
     def __init__(self, loader: Loader, resolved: Resolved, findings: Findings, from_host: FromHost | None = None,
-                 plugins: dict[str, tuple[str, str]] | None = None):
+                 plugins: dict[str, tuple[str, str | None]] | None = None):
         self.loader = loader
         self.env = loader.env
         self.providers = resolved.providers
@@ -139,10 +139,11 @@ class LoadJudge:
         if plugin is not None:
             opener, feature = plugin
             line = ignore_line(chain.root.real, self.findings.ignore_roots or ())
+            what = f" ({feature})" if feature else ""
             self.findings.add("plugin-unresolved-library", obj.real,
-                              f"{message}, needed by the plugin {os.path.basename(chain.root.real)} that "
-                              f"{os.path.basename(opener)} opens at run time; {feature}. If that is not used, "
-                              f"silence it with the policy line {line}",
+                              f"{message}: {os.path.basename(chain.root.real)} is a plugin that only "
+                              f"{os.path.basename(opener)} opens at run time{what}, so only that use fails; "
+                              f"where it is not wanted, the policy line {line} silences this",
                               plugin=chain.root.real, opener=opener, feature=feature, silence=line, **fields)
             return
         self.findings.add("unresolved-library", obj.real, message, **fields)
@@ -188,7 +189,7 @@ class LoadJudge:
 
 
 def judge_loading(loader: Loader, resolved: Resolved, findings: Findings, from_host: FromHost | None = None,
-                  plugins: dict[str, tuple[str, str]] | None = None) -> None:
+                  plugins: dict[str, tuple[str, str | None]] | None = None) -> None:
     """Judge every chain. `from_host` gathers the CUDA libraries only the
     host has (the caller reports them, with those opened at run time);
     without it they are reported here."""
