@@ -39,11 +39,11 @@ class FromHost:
                 continue
             opened = [{"file": f, **objects[f]} for f in files if objects[f]]
             more = f" and {len(files) - 1} more" if len(files) > 1 else ""
-            count = f"{len(files)} object{'s' if len(files) > 1 else ''}"
+            count = f"{len(files)} objects need" if len(files) > 1 else "1 object needs"
             # dlopen maps the host's file beside whatever copy the tree loads: two CUDA runtimes in one process.
             twice = "; opened at run time, it is mapped beside the tree's own copy" if opened else ""
             findings.add("cuda-library-from-host", files[0],
-                         f"{name} is not in the tree; only the host has it, at {host_path}, and {count} need "
+                         f"{name} is not in the tree; only the host has it, at {host_path}, and {count} "
                          f"it ({os.path.basename(files[0])}{more}){twice}: ship {install_hint(name)}",
                          needed=name, host_path=host_path, objects=files, opened=opened)
 
