@@ -11,6 +11,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from ..cuda_redist import RELEASE_NUMBERED
+
 
 @dataclass(frozen=True)
 class Need:
@@ -33,9 +35,7 @@ def highest(needs: list[Need]) -> Need | None:
     return max(needs, key=lambda n: (n.release, n.exact), default=None)
 
 
-# Libraries whose SONAME's major version is the CUDA release's (cuFFT,
-# cuRAND, cuSOLVER and cuSPARSE number theirs on their own).
-_MAJOR_NAME = re.compile(r"lib(?:cudart|cublas|cublasLt|nvblas|nvrtc|nvJitLink|cupti)\.so\.(\d+)$")
+_MAJOR_NAME = re.compile(rf"(?:{'|'.join(RELEASE_NUMBERED)})\.so\.(\d+)$")
 # Files whose version is the release's own: libcudart.so.13.0.96, libnvrtc-builtins.so.13.0.
 _EXACT_FILE = re.compile(r"lib(?:cudart|nvrtc|nvrtc-builtins)\.so\.(\d+)\.(\d+)(?:\.\d+)*$")
 # Store names: this project's release prefix (cuda13.0-libcublas-...), or the
