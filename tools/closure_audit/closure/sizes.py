@@ -12,7 +12,7 @@ reference graph (every chain from a root to them passes through it).
   recomputed. Otherwise it is computed only for the paths asked for (the rows
   a command shows) with word-parallel bitsets in topological order, 64
   paths to a word (reach.py); every path's (`size --all`) takes chunks of
-  2,048 paths so memory stays bounded.
+  2,048 paths so memory stays bounded, one thread per core.
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
 
     # The passes are independent and numpy lets go of the interpreter inside
     # them: one thread per core (WORKERS at most, each holding one chunk's bits).
-    workers = min(len(chunks), WORKERS, len(os.sched_getaffinity(0)))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = min(len(chunks), WORKERS, cores)
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             for chunk, part_sums in zip(chunks, pool.map(one, chunks)):
