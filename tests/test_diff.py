@@ -124,3 +124,7 @@ def test_terminal_diff_labels_roots_versionless_names_and_growth(tmp_path):
     assert "+1000 B (+25.0%)" in p.stdout
     hook = next(line for line in lines if line.startswith("setup-hook"))
     assert "rebuilt" in hook and "(no version)" in hook and "∅" not in hook
+    # The Markdown says the same.
+    md = run_cli("diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--markdown", "-").stdout
+    assert f"old: {name_part(old_root)}, 3.9 KiB" in md and f"new: {name_part(new_root)}, 4.9 KiB, +1000 B (+25.0%)" in md
+    assert "| `setup-hook` | rebuilt | (no version) |" in md
