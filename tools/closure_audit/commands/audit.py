@@ -206,6 +206,8 @@ def tree_chain(report: Report, loader, path: str):
     candidates = [path] + [os.path.join(t, path) for t in report.targets if os.path.isdir(t)]
     found = next((c for c in candidates if os.path.isfile(c)), None)
     if found is None:
+        if any(os.path.isdir(c) for c in candidates):
+            raise UsageError(f"--tree takes one ELF file of the tree, not a directory: {path}")
         raise UsageError(f"--tree: file not found: {path}")
     real = os.path.realpath(found)
     try:

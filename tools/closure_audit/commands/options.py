@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..closure import HTTP_CONNECTIONS
+from ..targets import CLOSURE_TARGETS
 
 
 def add_json(p: argparse.ArgumentParser) -> None:

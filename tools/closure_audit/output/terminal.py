@@ -30,7 +30,7 @@ EVIDENCE_ROWS = 5
 
 
 # Where standard output is no terminal (a CI log, a file, a pipe), lines are
-# never wrapped: this wide unless COLUMNS says otherwise.
+# never wrapped nor cut, whatever COLUMNS says: this wide.
 UNWRAPPED = 1 << 16
 
 
@@ -43,12 +43,14 @@ def console():
 
     tty = sys.stdout.isatty()
     styled = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    width = None
-    if not tty:
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) > 0 else UNWRAPPED
-    return Console(highlight=False, markup=False, emoji=False, width=width,
-                   color_system="auto" if styled else None, force_terminal=None if styled else False)
+    out = Console(highlight=False, markup=False, emoji=False, width=None if tty else UNWRAPPED,
+                  color_system="auto" if styled else None, force_terminal=None if styled else False)
+    out.on_broken_pipe = _reader_gone  # rich would exit with status 1; the command line ends by SIGPIPE
+    return out
+
+
+def _reader_gone():
+    raise BrokenPipeError
 
 
 def _plural(n: int, word: str) -> str:
