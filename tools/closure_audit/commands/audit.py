@@ -26,6 +26,9 @@ def add_arguments(p) -> None:
     p.add_argument("--tree", metavar="FILE", help="show the resolved dependency tree of one object")
     p.add_argument("--root", metavar="DIR", help="the tree libraries must resolve in (tree mode; "
                    "default: each directory target, or a lone file's venv or conda env)")
+    p.add_argument("--opened", action="store_true",
+                   help="list every name objects may open at run time, one line each (by default one summary "
+                        "line after the findings; --json always lists them)")
     p.add_argument("--driver-dir", metavar="DIR", action="append",
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
 
@@ -165,7 +168,7 @@ def run(args) -> int:
     else:
         from ..output.terminal import console, render_audit
 
-        render_audit(report, console(), chain)
+        render_audit(report, console(), chain, args.opened)
     return 1 if report.failed else 0
 
 
