@@ -187,6 +187,16 @@ def test_a_missing_cache_directory(tmp_path):
     assert p.returncode == 2 and f"no such directory: {tmp_path}/nothing" in p.stderr
 
 
+def test_the_gate_refuses_a_dump_with_store(tmp_path):
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text('[targets.t]\nmax-closure-size = "1 GiB"\n')
+    synthetic.write(str(tmp_path / "dump.json"), 10)
+    p = run_cli("gate", "--budgets", str(budgets), "--store", f"file://{tmp_path}", "--path-info",
+                f"t={tmp_path}/dump.json")
+    assert p.returncode == 2
+    assert p.stderr.strip() == "closure-audit: error: --store reads closures from the binary cache: give no --path-info"
+
+
 def test_a_name_that_does_not_resolve_is_asked_once(monkeypatch):
     from closure_audit.closure.transport import FetchError, Transport
 
