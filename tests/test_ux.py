@@ -122,10 +122,13 @@ def test_a_mistyped_command_is_named(tmp_path, word, message):
     assert p.returncode == 2 and p.stderr.strip() == f"closure-audit: error: {message}"
 
 
-def test_an_existing_path_is_still_audited_without_a_command(build):
+def test_an_existing_path_is_still_audited_without_a_command(build, tmp_path):
     build.lib("audti/libA.so")
     p = run_cli("audti", cwd=build.root)
     assert p.returncode == 0 and "audit · tree mode" in p.stdout, p.stderr
+    for target in (".#torch", "./audti-not-here", "/nix/store/" + "a" * 32 + "-x"):  # targets, not commands
+        p = run_cli(target, cwd=tmp_path, env={"NIX_CONFIG": "substituters ="})
+        assert p.returncode == 2 and "unknown command" not in p.stderr, p.stderr
 
 
 def test_options_may_come_before_the_target_and_the_command(build, tmp_path):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import difflib
 import os
+import re
 import signal
 import sys
 
@@ -86,9 +86,12 @@ def _with_command(argv: list[str]) -> list[str]:
             return [argv[i], *argv[:i], *argv[i + 1:]]
         return argv if "-h" in argv or "--help" in argv else ["audit", *argv]
     word = argv[0]
-    if not os.path.lexists(word) and "/" not in word:
+    if re.fullmatch(r"[A-Za-z][\w-]*", word) and not os.path.lexists(word):  # not ./path, .#attr, /nix/...
+        import difflib  # only for this message: start-up stays lean
+
         close = difflib.get_close_matches(word, COMMANDS, n=1)
-        hint = f"did you mean {close[0]}?" if close else f"commands: {', '.join(COMMANDS)}; or an existing path to audit"
+        hint = f"did you mean {close[0]}?" if close else \
+            f"commands: {', '.join(COMMANDS)}; or an existing path to audit"
         raise UsageError(f"unknown command '{word}' ({hint})")
     return ["audit", *argv]
 

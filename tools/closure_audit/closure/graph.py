@@ -347,9 +347,9 @@ def load_dump(file: str, targets: list[str]) -> Closure:
 
 def _not_a_closure(file: str, why: str) -> ClosureError:
     if file.endswith(".nix"):  # a Nix expression, not what it builds
-        return ClosureError(f"{file} is a Nix file, not a closure: a target is {CLOSURE_TARGETS}; to read what {file} builds, give "
-                            f"an installable (.#attr of a flake), or build it (nix-build {file} [-A ATTR]) and "
-                            f"give the result link")
+        return ClosureError(f"{file} is a Nix file, not a closure: a target is {CLOSURE_TARGETS}; to read what "
+                            f"{file} builds, give an installable (.#attr of a flake), or build it (nix-build {file} "
+                            f"[-A ATTR]) and give the result link")
     return ClosureError(f"{file} is not a saved closure ({why}): a target is {CLOSURE_TARGETS}")
 
 
