@@ -162,6 +162,8 @@ _FOUND = {ld.NOT_FOUND: "not found", ld.DRIVER: "driver", ld.ALREADY_LOADED: "al
 
 
 def _where_found(row, mode: str) -> str:
+    if row.how == ld.NOT_FOUND and row.fallback_for is not None:
+        return "fallback of a loaded library"
     if row.how in _FOUND:
         return _FOUND[row.how]
     if row.inside:
@@ -190,7 +192,8 @@ def opened_table(rows, mode: str, short) -> Table:
     it, and where it is found (the worst outcome among its openers)."""
     by_name = _by_name(rows)
     table = _Table(title=Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')}",
-                                      ("  names in read-only data that objects may dlopen", "dim")),
+                                      ("  names in read-only data and dlopen notes that objects may dlopen",
+                                       "dim")),
                   title_justify="left", header_style="dim", pad_edge=False, box=None)
     table.add_column("name")
     table.add_column("class")
@@ -199,7 +202,9 @@ def opened_table(rows, mode: str, short) -> Table:
     for name, group in sorted(by_name.items(), key=lambda kv: (_CLASS_ORDER[kv[1][0].klass], kv[0])):
         worst = group[0]
         openers = short(group[0].file) + (f" and {len(group) - 1} more" if len(group) > 1 else "")
-        if worst.how == ld.NOT_FOUND:
+        if worst.how == ld.NOT_FOUND and worst.fallback_for is not None:
+            found = Text(f"not found: a fallback of the loaded {short(worst.fallback_for)}", style="dim")
+        elif worst.how == ld.NOT_FOUND:
             found = Text("not found", style="bold red" if worst.klass == "toolkit" else "yellow")
         elif worst.how == ld.DRIVER:
             found = Text("driver", style="magenta")
@@ -209,7 +214,8 @@ def opened_table(rows, mode: str, short) -> Table:
             found = Text(f"{'host' if mode == 'tree' else 'outside'}: {printable(worst.path)}", style="yellow")
         else:
             found = Text(short(worst.path))
-        table.add_row(printable(name), Text(group[0].klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
+        klass = group[0].klass + (f", {group[0].priority} (dlopen note)" if group[0].priority else "")
+        table.add_row(printable(name), Text(klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
     return table
 
 
