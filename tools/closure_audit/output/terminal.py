@@ -92,8 +92,8 @@ def findings_tables(console, findings, short=printable) -> None:
         items = groups[rule]
         severity = items[0].severity
         table = _Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}",
-                                          (f"  {RULES[rule].summary}", "dim")),
-                      title_justify="left", header_style="dim", pad_edge=False, box=None)
+                                           (f"  {RULES[rule].summary}", "dim")),
+                       title_justify="left", header_style="dim", pad_edge=False, box=None)
         # A narrow file column suits a terminal; a log keeps each finding on one line.
         table.add_column("file", style=STYLE.get(severity, ""),
                          max_width=70 if console.is_terminal else None)
@@ -192,9 +192,9 @@ def opened_table(rows, mode: str, short) -> Table:
     it, and where it is found (the worst outcome among its openers)."""
     by_name = _by_name(rows)
     table = _Table(title=Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')}",
-                                      ("  names in read-only data and dlopen notes that objects may dlopen",
-                                       "dim")),
-                  title_justify="left", header_style="dim", pad_edge=False, box=None)
+                                       ("  names in read-only data and dlopen notes that objects may dlopen",
+                                        "dim")),
+                   title_justify="left", header_style="dim", pad_edge=False, box=None)
     table.add_column("name")
     table.add_column("class")
     table.add_column("opened by", max_width=50)
@@ -438,7 +438,7 @@ def render_archs(console, report) -> None:
         console.print(table)
     if len(gpu) > 1:
         table = _Table(title=Text("all files", style="bold"), title_justify="left", header_style="dim",
-                      pad_edge=False, box=None)
+                       pad_edge=False, box=None)
         for col, just in (("code", "left"), ("files", "right"), ("entries", "right"), ("stored", "right"),
                           ("uncompressed", "right")):
             table.add_column(col, justify=just)
