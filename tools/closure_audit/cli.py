@@ -64,7 +64,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     argument, milliseconds that a command starting in tens of them should
     not spend on the others."""
     p = _Parser(prog="closure-audit",
-                description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.")
+                description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.",
+                epilog="`closure-audit [OPTION...] TARGET...` is `closure-audit audit`.")
     p.add_argument("--version", action="version", version=f"closure-audit {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     for name in [only] if only in COMMANDS else COMMANDS:
