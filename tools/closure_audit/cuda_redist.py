@@ -80,3 +80,20 @@ def install_hint(name: str) -> str:
     redist, wheel = found
     suffix = "XX: the CUDA major" if wheel.endswith("-cuXX") else f"{wheel}-cu12 for CUDA 12"
     return f"the {wheel} wheel ({suffix}) or the {redist} redistributable"
+
+
+# Libraries whose SONAME's major version is the CUDA release's (cuFFT,
+# cuRAND, cuSOLVER, cuSPARSE, cuDNN and NCCL number theirs on their own).
+RELEASE_NUMBERED = ("libcudart", "libcublas", "libcublasLt", "libnvblas", "libnvrtc", "libnvJitLink", "libcupti")
+
+
+def wheel_for(soname: str) -> str | None:
+    """The pip requirement that provides a library of RELEASE_NUMBERED:
+    `libcudart.so.13` -> `nvidia-cuda-runtime==13.*`, `libcudart.so.12` ->
+    `nvidia-cuda-runtime-cu12`."""
+    m = re.fullmatch(r"(lib\w+)\.so\.(\d+)", soname)
+    found = library_package(soname) if m and m[1] in RELEASE_NUMBERED else None
+    if found is None:
+        return None
+    wheel, major = found[1], int(m[2])
+    return f"{wheel}=={major}.*" if major >= 13 else f"{wheel}-cu{major}"

@@ -463,7 +463,8 @@ _STATUS = {"ok": ("ok", "green"), "info": ("info", "cyan"), "warning": ("warning
 
 
 def render_doctor(console, host, facts, checks, findings) -> None:
-    header(console, "doctor", facts.mode if facts else "host", facts.targets if facts else [host.root])
+    modes = sorted({f.mode for f in facts})
+    header(console, "doctor", " and ".join(modes) or "host", [t for f in facts for t in f.targets] or [host.root])
     table = _Table(box=None, show_header=False, pad_edge=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True, style="bold")
