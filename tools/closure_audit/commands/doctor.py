@@ -117,6 +117,7 @@ def target_facts(targets: list[str], policy, host_root: str, shown=None):
     doctor judges."""
     from ..elf.fatbin import read_files
     from ..findings.doctor import DriverUse, TargetFacts
+    from ..findings.gpu import Kernels, group
     from ..gpu.driver import library_version_from_name
     from ..host.root import Root
     from ..loader.model import DEFAULT, NOT_FOUND
@@ -152,5 +153,5 @@ def target_facts(targets: list[str], policy, host_root: str, shown=None):
                 use.driver_dirs.extend(d for d in on_path if d not in use.driver_dirs)
     root = Root(host_root)
     use.reached = [d for d in use.driver_dirs if root.isfile(f"{d.rstrip('/')}/libcuda.so.1")]
-    code = {p: sorted({e.code for e in fc.entries}) for p, fc in read_files(sorted(objects), deep=False).items()}
+    code = {p: Kernels(p, group(fc.entries)) for p, fc in read_files(sorted(objects), deep=False).items()}
     return TargetFacts(report.targets, report.mode, use, cuda_runtimes(list(objects.items())), compat, code)

@@ -69,6 +69,9 @@ class Kernels:
         self.groups = groups
         self._names: dict[int, frozenset[str] | None] = {}  # by id of the group
 
+    def codes(self) -> list[Code]:
+        return sorted({g.code for g in self.groups}, key=code_order)
+
     def of_group(self, g: CodeGroup) -> frozenset[str] | None:
         """The kernels of one group, None when some object's cannot be read."""
         key = id(g)
@@ -94,6 +97,11 @@ class Kernels:
                     os.close(fd)
             self._names[key] = names
         return self._names[key]
+
+    def counted(self, g: CodeGroup) -> int | None:
+        """The kernels of a group when they were read and could be, else None."""
+        names = self._names.get(id(g))
+        return None if names is None else len(names)
 
     def of(self, code: Code) -> frozenset[str] | None:
         """The kernels of a code across sections."""
@@ -164,7 +172,7 @@ class FileArchs:
         return sum(g.stored for g in self.groups if g.wanted is False)
 
     def codes(self) -> list[Code]:
-        return sorted({g.code for g in self.groups}, key=code_order)
+        return self.kernels.codes()
 
 
 class ArchReport:
