@@ -459,8 +459,13 @@ class _Parser:
 
     def parse(self) -> ElfFile:
         self.header()
+        # The program headers themselves are checked first, for every file: a
+        # table or a PT_LOAD file range past the end is what glibc refuses
+        # ("cannot read file data", a load past the end), and objcopy's
+        # debug-info files keep both inside the file.
+        segments = self.segments()
         try:
-            return self._loadable()
+            return self._loadable(segments)
         except InvalidElf:
             # A debug-info file keeps the program headers of the file it was
             # split from, not their bytes: it is valid, but nothing loads it.
@@ -470,8 +475,7 @@ class _Parser:
                 return self._debug_file()
             raise
 
-    def _loadable(self) -> ElfFile:
-        segments = self.segments()
+    def _loadable(self, segments) -> ElfFile:
         interp = None
         dynamic = None
         for p_type, offset, vaddr, filesz, _memsz, _align in segments:
