@@ -263,6 +263,7 @@ def _take(data: Reader, at: int, limit: int, name: str, found: FileCode) -> int 
     return end
 
 
+MAX_PAYLOAD = 1 << 30  # NVIDIA's largest payloads are tens of MB; a header claiming more is damaged
 _PTX_ENTRY = re.compile(rb"\.entry\s+([^\s(]+)")
 
 
@@ -272,11 +273,14 @@ def payload(fd: int, e: Entry) -> bytes:
     if len(raw) < e.packed:
         raise FatbinError(f"entry at offset {e.offset:#x}: the file ends inside its payload")
     size = e.uncompressed - e.header
+    if size > MAX_PAYLOAD:
+        raise FatbinError(f"entry at offset {e.offset:#x} claims {size} bytes uncompressed")
     if e.compression == "zstd":
         import zstandard
 
-        try:
-            raw = zstandard.ZstdDecompressor().decompress(raw, max_output_size=size)
+        try:  # a stream read stops at the size the header gives, whatever the frame claims
+            with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
+                raw = stream.read(size + 1)
         except zstandard.ZstdError as exc:
             raise FatbinError(f"entry at offset {e.offset:#x}: its zstd payload does not decompress ({exc})")
     elif e.compression == "lz":  # NVIDIA's LZ is the LZ4 block format
