@@ -295,6 +295,25 @@ def payload(fd: int, e: Entry) -> bytes:
     return raw
 
 
+def kernels_of(path: str, entries: list[Entry]) -> frozenset[str] | None:
+    """The kernels the entries of one file define together; None when the
+    file or one entry cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        out: frozenset[str] = frozenset()
+        for e in entries:
+            found = kernels(fd, e)
+            if found is None:
+                return None
+            out |= found
+        return out
+    finally:
+        os.close(fd)
+
+
 def kernels(fd: int, e: Entry) -> frozenset[str] | None:
     """The kernels an entry defines: a cubin's entry-point functions, PTX's
     `.entry` directives; None for LTO IR (not read) or an entry that cannot be

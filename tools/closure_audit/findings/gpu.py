@@ -20,7 +20,7 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 
 from __future__ import annotations
 
-from ..elf.fatbin import Entry
+from ..elf.fatbin import Entry, kernels_of
 from ..gpu.code import Code, runs_on, serves
 from ..gpu.request import Request
 from ..units import format_size
@@ -76,26 +76,7 @@ class Kernels:
         """The kernels of one group, None when some object's cannot be read."""
         key = id(g)
         if key not in self._names:
-            import os
-
-            from ..elf.fatbin import kernels
-
-            names: frozenset[str] | None = frozenset()
-            try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                names = None
-            else:
-                try:
-                    for e in g.objects:
-                        found = kernels(fd, e)
-                        if found is None:
-                            names = None
-                            break
-                        names |= found
-                finally:
-                    os.close(fd)
-            self._names[key] = names
+            self._names[key] = kernels_of(self.path, g.objects)
         return self._names[key]
 
     def counted(self, g: CodeGroup) -> int | None:
@@ -116,7 +97,7 @@ class Kernels:
 
     def hold_any(self, codes) -> bool:
         """Whether any of `codes` defines a kernel (or may)."""
-        return any(self.of(c) is None or self.of(c) for c in codes)
+        return any((names := self.of(c)) is None or names for c in codes)
 
     def uncovered(self, code: Code, device: tuple[int, int]) -> frozenset[str] | None:
         """The kernels of `code` that no cubin running on `device` defines
