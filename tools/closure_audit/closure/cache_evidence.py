@@ -10,7 +10,7 @@ names relative to the store path and offsets inside each file, as there.
 
 Whether a runpath entry is used depends on the directories it names: the
 loader model (loader/model.py) runs unchanged over a view of the store made
-of NAR listings (StoreView), so the NAR of a store path a runpath names is
+of NAR listings (StoreView), read through the file seam (NarFiles), so the NAR of a store path a runpath names is
 streamed too, once, for its listing and the ELF headers of its libraries.
 That happens only for ELF files with a hit inside a runpath.
 """
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..elf.reader import ElfFile
+from ..elf.files import HostFiles
+from ..elf.reader import ElfFile, InvalidElf
 from ..elf.stream import StreamedFile
 from ..errors import ClosureError
 from ..loader.model import Environment, Loader
@@ -200,67 +201,49 @@ class StoreView:
         return top, current[len(top) + 1:]
 
 
-class CacheLoader(Loader):
-    """The loader model over a StoreView: store paths are read from their
-    NARs, anything outside the store from this machine, as locally."""
+class NarFiles(HostFiles):
+    """The file seam (elf/files.py) over a StoreView: store paths are read
+    from their NARs, anything outside the store from this machine, as
+    locally. The loader model runs over it unchanged."""
 
-    def __init__(self, env: Environment, view: StoreView):
-        super().__init__(env)
+    def __init__(self, view: StoreView):
         self.view = view
 
     def _locate(self, path: str):
         """What StoreView.resolve says of a path in the store; a path outside
         it as it is."""
-        return self.view.resolve(path) if self.env.in_store(path) else path
+        return self.view.resolve(path) if path.startswith(self.view.store_dir.rstrip("/") + "/") else path
 
-    def listing(self, directory: str):
-        if directory in self._listing:
-            return self._listing[directory]
+    def realpath(self, path: str) -> str:
+        where = self._locate(path)
+        if where is None or isinstance(where, str):
+            return super().realpath(where or path)
+        return f"{where[0]}/{where[1]}" if where[1] else where[0]
+
+    def listdir(self, directory: str) -> frozenset[str] | None:
         where = self._locate(directory)
         if isinstance(where, str):
-            return super().listing(where)
-        names = None
+            return super().listdir(where)
         if where is not None:
             tree = self.view.tree(where[0])
             if tree.kinds.get(where[1]) == "directory":
-                names = frozenset(tree.names.get(where[1], ()))
-        self._listing[directory] = names
-        return names
+                return frozenset(tree.names.get(where[1], ()))
+        return None
 
-    def candidate(self, path: str):
-        if path in self._files:
-            return self._files[path]
-        where = self._locate(path)
-        if isinstance(where, str):
-            return super().candidate(where)
-        if where is None:
-            result = (None, None, None)
-        else:
-            top, rel = where
-            kind = self.view.tree(top).kinds[rel]
-            if kind != "regular":
-                result = (where, None, "not a regular file")
-            else:
-                facts = self.view.elf(top, rel)
-                if facts is None:
-                    result = (where, None, "invalid ELF header")
-                elif isinstance(facts, str):
-                    result = (where, None, f"invalid ELF: {facts}")
-                else:
-                    result = (where, facts, None)
-        self._files[path] = result
-        return result
-
-    def realpath(self, path: str) -> str:
-        if path in self._real:
-            return self._real[path]
+    def identity(self, path: str) -> tuple[tuple, bool] | None:
         where = self._locate(path)
         if where is None or isinstance(where, str):
-            real = super().realpath(where or path)
-        else:
-            real = f"{where[0]}/{where[1]}" if where[1] else where[0]
-        self._real[path] = real
-        return real
+            return None if where is None else super().identity(where)
+        return where, self.view.tree(where[0]).kinds[where[1]] == "regular"
+
+    def read_elf(self, path: str) -> ElfFile | None:
+        where = self._locate(path)
+        if isinstance(where, str):
+            return super().read_elf(where)
+        facts = self.view.elf(*where)
+        if isinstance(facts, str):
+            raise InvalidElf(facts)
+        return facts
 
 
 class CacheScanner(Scanner):
@@ -271,7 +254,8 @@ class CacheScanner(Scanner):
     def __init__(self, cache: BinaryCache, store_dir: str):
         self.view = StoreView(cache, store_dir)
         super().__init__(store_dir, workers=1,
-                         loader=CacheLoader(Environment(mode="nix-store", store_dir=store_dir), self.view))
+                         loader=Loader(Environment(mode="nix-store", store_dir=store_dir),
+                                       files=NarFiles(self.view)))
 
     def scan_all(self, wanted: dict[str, dict[str, str]]) -> dict[str, dict[str, Evidence]]:
         found = {r: {path: Evidence() for path in targets.values()} for r, targets in wanted.items()}
