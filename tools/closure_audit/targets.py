@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import NamedTuple
 
 from .errors import TargetError
 from .storepath import store_dir
@@ -41,10 +42,19 @@ def tree_root_for_file(path: str) -> str | None:
     return env or next((a for a in ancestors if _SITE.search(a)), None)
 
 
-def resolve_targets(targets: list[str], root: str | None = None
-                    ) -> tuple[list[str], str, tuple[str, ...], tuple[str, ...]]:
+class Targets(NamedTuple):
+    """The targets of one audit, resolved. A named tuple: `archs` and
+    `--help` start without the dataclasses module (tests/test_startup.py)."""
+
+    reals: list[str]  # real paths, in the order given
+    mode: str  # "nix-store" or "tree"
+    roots: tuple[str, ...]  # the trees libraries must resolve in
+    unrooted: tuple[str, ...]  # file targets whose tree could not be told (their directory stands in)
+
+
+def resolve_targets(targets: list[str], root: str | None = None) -> Targets:
     """Real paths of the targets, the common mode, the tree roots, and the
-    file targets whose tree could not be told (their directory stands in)."""
+    file targets whose tree could not be told."""
     if not targets:
         raise TargetError("no target given")
     store = store_dir()
@@ -76,4 +86,4 @@ def resolve_targets(targets: list[str], root: str | None = None
         roots = [os.path.realpath(root)] + [r for r in reals if is_wheel(r)]
         unrooted = []
     mode = modes.pop()
-    return reals, mode, tuple(dict.fromkeys(roots)), tuple(unrooted) if mode == "tree" else ()
+    return Targets(reals, mode, tuple(dict.fromkeys(roots)), tuple(unrooted) if mode == "tree" else ())

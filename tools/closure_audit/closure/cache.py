@@ -46,7 +46,7 @@ class CacheInfo:
 
 
 class BinaryCache:
-    def __init__(self, url: str, trusted_keys: dict | None = None, workers: int = HTTP_CONNECTIONS,
+    def __init__(self, url: str, trusted_keys: dict | None = None, *, workers: int = HTTP_CONNECTIONS,
                  refresh: bool = False, cache_dir: str | None = None, timeout: float = 30.0,
                  attempts: int = 5, backoff: float = 0.1):
         try:

@@ -32,7 +32,7 @@ from .reach import reverse
 class Graph:
     """The reference graph of a closure (see the module's docstring)."""
 
-    def __init__(self, paths: list[str], nar: np.ndarray, nix_closure: np.ndarray, ptr: np.ndarray,
+    def __init__(self, paths: list[str], *, nar: np.ndarray, nix_closure: np.ndarray, ptr: np.ndarray,
                  targets: np.ndarray, self_reference: np.ndarray, index: dict[str, int] | None = None):
         self.paths = paths
         self.index = index if index is not None else {p: i for i, p in enumerate(paths)}
@@ -208,7 +208,8 @@ def build_graph(entries: dict[str, dict]) -> Graph:
         keys = np.unique(keys)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys // max(n, 1), minlength=n), out=ptr[1:])
-    return Graph(paths, nar, nix_closure, ptr, keys % max(n, 1), self_reference, absolute)
+    return Graph(paths, nar=nar, nix_closure=nix_closure, ptr=ptr, targets=keys % max(n, 1),
+                 self_reference=self_reference, index=absolute)
 
 
 def _resolve(ref_lists: list[list], lookup: dict[str, int]) -> np.ndarray | None:

@@ -68,7 +68,7 @@ def archs(targets: list[str], policy, request, deep: bool, progress=None, kernel
 
     walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
     paths = sorted(walked.scan.elf)
-    report = ArchReport(walked.targets, walked.mode, deep, request, elf_files=len(paths))
+    report = ArchReport(targets=walked.targets, mode=walked.mode, deep=deep, request=request, elf_files=len(paths))
     findings = Findings(policy, walked.mode, walked.scope)
     judge = GpuJudge(request, findings)
     for path, reason in walked.scan.problems:

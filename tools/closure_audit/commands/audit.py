@@ -39,7 +39,7 @@ class Report:
     module, and the dataclasses module would add about 5 ms to its 19
     (docs/scale.md)."""
 
-    def __init__(self, targets: list[str], mode: str, env, files: int = 0, elf_files: int = 0,
+    def __init__(self, *, targets: list[str], mode: str, env, files: int = 0, elf_files: int = 0,
                  entry_points: list[str] | None = None, findings: list | None = None, skipped_links: int = 0,
                  opened: list | None = None, bytes_scanned: int = 0, chains: list | None = None,
                  explanations: list | None = None):
@@ -129,9 +129,10 @@ def audit(targets: list[str], policy, root: str | None = None,
         from ..closure.why import forbidden_paths
 
         explanations = forbidden_paths(closure, policy, findings, progress=progress)
-    report = Report(walked.targets, walked.mode, env, walked.scan.files, len(walked.scan.elf),
-                    resolved.entry_points, findings.sorted(), walked.scan.skipped_links, opened.rows,
-                    opened.bytes_scanned, resolved.chains, explanations)
+    report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,
+                    elf_files=len(walked.scan.elf), entry_points=resolved.entry_points, findings=findings.sorted(),
+                    skipped_links=walked.scan.skipped_links, opened=opened.rows,
+                    bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations)
     return report, loader
 
 

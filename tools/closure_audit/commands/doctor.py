@@ -104,7 +104,7 @@ def target_facts(targets: list[str], policy, host, shown=None):
     env = loader.env
     openers = {r.file for r in report.opened if r.klass == "driver" and r.name.startswith("libcuda.so")}
     objects: dict[str, object] = {}
-    use = DriverUse([], [], [], [], [])
+    use = DriverUse(objects=[], driver_dirs=[], without=[], bundled=[], reached=[])
     compat = None
     names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
     # libcudart.so.N -> whether the target's own search paths find it (the
@@ -165,7 +165,8 @@ def target_facts(targets: list[str], policy, host, shown=None):
         if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
             missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
     code = {p: Kernels(p, group(fc.entries)) for p, fc in read_files(sorted(objects), deep=False).items()}
-    return TargetFacts(report.targets, report.mode, use, needs, missing, compat, code, torch)
+    return TargetFacts(targets=report.targets, mode=report.mode, driver=use, needs=needs, runtime_missing=missing,
+                       compat=compat, gpu_code=code, torch=torch)
 
 
 def _package_dirs(objects: list[str], env) -> list[str]:

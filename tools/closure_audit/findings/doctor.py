@@ -51,7 +51,7 @@ class Check:
         return out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DriverUse:
     """How the target's objects that load the driver would find it."""
 
@@ -62,7 +62,7 @@ class DriverUse:
     reached: list[str]  # of driver_dirs, those that hold libcuda.so.1 on the host
 
 
-@dataclass
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TargetFacts:
     """What the doctor needs to know of a target, read and resolved by the audit."""
 

@@ -159,7 +159,7 @@ class FileArchs:
 class ArchReport:
     __slots__ = ("targets", "mode", "deep", "request", "files", "elf_files", "findings")
 
-    def __init__(self, targets: list[str], mode: str, deep: bool, request: Request | None, elf_files: int = 0):
+    def __init__(self, *, targets: list[str], mode: str, deep: bool, request: Request | None, elf_files: int = 0):
         self.targets = targets
         self.mode = mode
         self.deep = deep

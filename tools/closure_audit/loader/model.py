@@ -164,6 +164,21 @@ class Resolution:
     target: "LoadedObject | None" = None
 
 
+@dataclass(frozen=True, slots=True)
+class Search:
+    """What one search of a name in a search path found, kept for every
+    object that searches the same path: Loader.find copies it into a
+    Resolution."""
+
+    how: str
+    path: str | None = None
+    via: SearchDir | None = None
+    searched: tuple[str, ...] = ()
+    skipped: tuple[tuple[str, str], ...] = ()
+    error: str | None = None
+    shadowed: tuple[str, ...] = ()
+
+
 @dataclass
 class LoadedObject:
     path: str  # as loaded: decides $ORIGIN
@@ -197,7 +212,7 @@ class Loader:
         self.files = files if files is not None else HostFiles()
         self._listing: dict[str, frozenset[str] | None] = {}
         self._files: dict[str, tuple[tuple[int, int] | None, ElfFile | None, str | None]] = {}
-        self._search: dict[tuple, tuple] = {}
+        self._search: dict[tuple, Search] = {}
         self._expanded: dict[tuple, tuple[SearchDir, ...]] = {}
         self._interned: dict[tuple[SearchDir, ...], tuple[SearchDir, ...]] = {}
         self._known = dict(known or {})
@@ -333,10 +348,10 @@ class Loader:
         if cached is None:
             cached = self._find(name, dirs, abi)
             self._search[key] = cached
-        how, path, via, searched, skipped, error, shadowed = cached
-        return Resolution(name, how, path, via, list(searched), list(skipped), error, list(shadowed))
+        return Resolution(name, cached.how, cached.path, cached.via, list(cached.searched), list(cached.skipped),
+                          cached.error, list(cached.shadowed))
 
-    def _find(self, name: str, dirs: tuple[SearchDir, ...], abi: tuple[int, int]) -> tuple:
+    def _find(self, name: str, dirs: tuple[SearchDir, ...], abi: tuple[int, int]) -> Search:
         searched: list[str] = []
         skipped: list[tuple[str, str]] = []
         found: tuple[str, SearchDir, tuple[int, int]] | None = None
@@ -359,7 +374,7 @@ class Loader:
                 continue
             if found is None:
                 if error is not None:
-                    return (NOT_FOUND, path, d, searched, skipped, f"{path}: {error}", ())
+                    return Search(NOT_FOUND, path, d, tuple(searched), tuple(skipped), f"{path}: {error}")
                 if elf.abi_key() != abi:
                     skipped.append((path, f"ELF{elf.elf_class} {elf.machine_name}"))
                     continue
@@ -369,9 +384,9 @@ class Loader:
                 if not self.files.same_contents(found[0], path):
                     shadowed.append(path)
         if found is None:
-            return (NOT_FOUND, None, None, searched, skipped, None, ())
+            return Search(NOT_FOUND, searched=tuple(searched), skipped=tuple(skipped))
         path, d, _ident = found
-        return (d.how, path, d, searched, skipped, None, tuple(shadowed))
+        return Search(d.how, path, d, tuple(searched), tuple(skipped), shadowed=tuple(shadowed))
 
     def chain(self, root_path: str, root_elf: ElfFile, descend: bool = True) -> Chain:
         """Load `root_path` as the first object of a process and everything it
