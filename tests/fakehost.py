@@ -1,4 +1,4 @@
-"""Fake hosts under a temporary root for `closure-audit doctor --root`:
+"""Fake hosts under a temporary root for `closure-audit doctor --host-root`:
 the files and commands each kind of host has, with a driver library built
 by gcc that carries a version string, and a fake nvidia-smi."""
 

@@ -24,7 +24,7 @@ PATH = "/fakebin:/usr/bin:/bin"
 
 
 def doctor(root, *targets, json_out=True, env=None):
-    args = ["doctor", "--root", str(root), *map(str, targets)] + (["--json"] if json_out else [])
+    args = ["doctor", "--host-root", str(root), *map(str, targets)] + (["--json"] if json_out else [])
     p = run_cli(*args, env={"PATH": PATH, **(env or {})})
     if not json_out:
         return p.returncode, p.stdout
@@ -239,10 +239,25 @@ def test_gpu_code_without_kernels_needs_no_gpu(tmp_path, tmp_path_factory, build
 
 
 def test_bad_input(tmp_path):
+    p = run_cli("doctor", "--host-root", str(tmp_path / "nope"))
+    assert p.returncode == 2 and "--host-root is not a directory" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("doctor", "--host-root", str(tmp_path), str(tmp_path / "missing-target"))
+    assert p.returncode == 2 and "target not found" in p.stderr
+
+
+def test_root_is_the_old_spelling_of_host_root(tmp_path):
+    """`--root` names the tree in `audit`; doctor's host root is --host-root,
+    and the old spelling works for one release, said deprecated in --help."""
+    h = fakehost.nixos(tmp_path / "host")
+    assert doctor(h.root)[1] == json.loads(run_cli("doctor", "--root", str(h.root), "--json",
+                                                   env={"PATH": PATH}).stdout)
     p = run_cli("doctor", "--root", str(tmp_path / "nope"))
     assert p.returncode == 2 and "--root is not a directory" in p.stderr and "Traceback" not in p.stderr
-    p = run_cli("doctor", "--root", str(tmp_path), str(tmp_path / "missing-target"))
-    assert p.returncode == 2 and "target not found" in p.stderr
+    p = run_cli("doctor", "--root", str(h.root), "--host-root", str(h.root))
+    assert p.returncode == 2 and "not allowed with argument" in p.stderr
+    help_text = " ".join(run_cli("doctor", "--help").stdout.split())
+    assert "--host-root DIR read the host under DIR" in help_text
+    assert "--root DIR deprecated spelling of --host-root" in help_text
 
 
 # -- what a target needs, told by the target -----------------------------------------
@@ -410,7 +425,7 @@ def test_the_first_example_of_the_doc_page_runs(tmp_path, build, monkeypatch):
     paths = {"./result": str(tmp_path / "result"), "~/venv": str(build.root / "venv")}
     assert set(paths) <= set(args), example
     h = fakehost.nixos(tmp_path / "root")
-    p = run_cli("doctor", *[paths.get(a, a) for a in args], "--root", str(h.root), env={"PATH": PATH})
+    p = run_cli("doctor", *[paths.get(a, a) for a in args], "--host-root", str(h.root), env={"PATH": PATH})
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     validate(data)

@@ -1,7 +1,7 @@
 """`closure-audit doctor [TARGET...]`: will CUDA programs of TARGET run on
 this host, and if not, the exact fix (docs/doctor.md).
 
-Reads the host under --root (host/), reads and resolves the targets as
+Reads the host under --host-root (host/), reads and resolves the targets as
 `audit` does (the driver library each object would load, the CUDA runtime,
 the GPU code), then judges (findings/doctor.py)."""
 
@@ -23,8 +23,12 @@ def add_arguments(p) -> None:
                      "alone. Each problem comes with its fixes (docs/doctor.md).")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help="a store path, a result link, an installable (.#attr), or a venv or conda tree")
-    p.add_argument("--root", metavar="DIR", default="/",
-                   help="read the host under DIR: every file and command the checks use (default /)")
+    host_root = p.add_mutually_exclusive_group()
+    host_root.add_argument("--host-root", metavar="DIR", default="/",
+                           help="read the host under DIR: every file and command the checks use (default /)")
+    # `--root` names the tree in `audit`; here it was the host's, and stays for one release.
+    host_root.add_argument("--root", metavar="DIR", dest="old_root",
+                           help="deprecated spelling of --host-root, accepted for one release")
     options.add_policy(p)
     options.add_build(p)
     options.add_json(p)
@@ -36,10 +40,11 @@ def run(args) -> int:
     from ..host.probe import probe
     from ..output.progress import progress
 
-    if not os.path.isdir(args.root):
-        raise UsageError(f"--root is not a directory: {args.root}")
+    flag, root = ("--root", args.old_root) if args.old_root is not None else ("--host-root", args.host_root)
+    if not os.path.isdir(root):
+        raise UsageError(f"{flag} is not a directory: {root}")
     policy = options.load_policy(args)
-    host = probe(args.root)
+    host = probe(root)
     facts = []
     if args.targets:
         with progress() as shown:
@@ -108,7 +113,7 @@ def target_facts(targets: list[str], policy, host, shown=None):
     compat = None
     names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
     # libcudart.so.N -> whether the target's own search paths find it (the
-    # host's directories are looked at under --root below, not here).
+    # host's directories are looked at under --host-root below, not here).
     runtime_found: dict[str, bool] = {}
     for r in report.opened:
         if r.name.startswith("libcudart.so."):
