@@ -87,6 +87,22 @@ def test_usage_errors_are_one_line(args, message):
     assert p.stdout == ""
 
 
+GONE = "/nix/store/" + "1" * 32 + "-gone"
+
+
+@pytest.mark.parametrize("target, message", [
+    ("nope-1.0", "target not found: nope-1.0"),
+    ("./missing/lib.so", "target not found: ./missing/lib.so"),
+    (GONE, f"path '{GONE}' is not in the store"),
+])
+def test_every_command_names_a_missing_target_one_way(tmp_path, target, message):
+    """One resolver reads every command's targets: each reason a target
+    cannot be read is one message, whichever command was given it."""
+    for command in (["audit"], ["size"], ["why", target], ["archs"], ["doctor", "--host-root", str(tmp_path)]):
+        p = run_cli(*command, target, cwd=tmp_path)
+        assert (p.returncode, p.stderr.strip()) == (2, f"closure-audit: error: {message}"), command
+
+
 def test_policy_errors(build, tmp_path):
     build.lib("libA.so")
     cases = {

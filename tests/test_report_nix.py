@@ -115,7 +115,7 @@ def test_report_input_errors_are_one_line_and_leave_files_alone(store, tmp_path)
     for args, message in [
         ((missing, "-o", str(kept)), f"path '{missing}' is not in the store"),
         (("nope-1.0", "-o", str(kept)), "target not found: nope-1.0"),
-        ((str(tmp_path / "nope"), "-o", str(kept)), "No such file or directory"),
+        ((str(tmp_path / "nope"), "-o", str(kept)), f"target not found: {tmp_path / 'nope'}"),
         ((store["torch"], "-o", str(tmp_path / "no-dir" / "r.html")), "cannot write the report to"),
         ((store["torch"], "-o", str(tmp_path)), "it is a directory"),
         ((store["torch"], "-o", str(kept / "r.html")), "cannot write the report to"),

@@ -1,6 +1,7 @@
-"""What the user named: targets as real paths, the mode they put the audit in
-(every target in the Nix store, or none), and the trees libraries must
-resolve in."""
+"""What the user named: one resolver turns every target (a path, a result
+link, an installable, a saved closure, a wheel) into a path, and the targets
+of an audit into the mode they put it in (every target in the Nix store, or
+none) and the trees libraries must resolve in."""
 
 from __future__ import annotations
 
@@ -8,12 +9,77 @@ import os
 import re
 from typing import NamedTuple
 
-from .errors import TargetError
-from .storepath import store_dir
+from .errors import ClosureError, TargetError
+from .storepath import store_dir, top_store_path
 
 # What a closure command (size, why, diff, gate, report) takes as a target.
 CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a saved "
                    "`nix path-info --json --recursive` dump")
+
+
+class Target(NamedTuple):
+    """One target, resolved (a named tuple: `archs` and `--help` start
+    without the dataclasses module, tests/test_startup.py)."""
+
+    given: str  # as the user wrote it
+    path: str  # its real path; an installable's store path
+    store_path: str | None  # the store path that holds it, if any
+
+    @property
+    def saved_closure(self) -> bool:
+        """A regular file outside the store: a saved path-info dump, where a
+        closure is expected."""
+        return self.store_path is None and os.path.isfile(self.path)
+
+    def closure_root(self) -> str:
+        """The store path whose closure the target names."""
+        if self.store_path is None:
+            raise TargetError(f"not in the Nix store: {self.given}")
+        return self.store_path
+
+
+# A flake reference without an attribute (github:owner/repo, path:/dir) is an
+# installable too.
+_FLAKE_REF = re.compile(r"[a-z][a-z0-9+.-]*:")
+
+
+def resolve_target(target: str, build: bool = False) -> Target:
+    """A target as a path: a path or a result link as its real path, an
+    installable (.#torch, nixpkgs#hello) as its output's store path, built
+    first with `build`. Each reason a target cannot be read is one error."""
+    store = store_dir()
+    if os.path.lexists(target):
+        try:
+            os.stat(target)
+        except OSError as exc:
+            raise TargetError(f"cannot read target {target}: {exc.strerror}") from None
+        real = os.path.realpath(target)
+        return Target(target, real, top_store_path(real, store))
+    if target.startswith(store + "/"):
+        raise TargetError(f"path '{target}' is not in the store")
+    if "#" not in target and not _FLAKE_REF.match(target):
+        raise TargetError(f"target not found: {target}")
+    path = _installable(target, build)
+    return Target(target, path, path)
+
+
+def _installable(target: str, build: bool) -> str:
+    from .nix import nix  # subprocess and shutil: only for installables, start-up stays lean
+
+    if build:
+        nix("build", "--no-link", target, what=f"building {target}")
+    try:
+        out = nix("path-info", target, what=target)
+    except ClosureError as exc:
+        # Nix evaluated the installable and found its output missing: the one
+        # failure that building mends (not a missing flake, attribute or file).
+        if not build and re.search(r"path '[^']*' is not valid$", str(exc)):
+            raise ClosureError(f"{exc} (not built? pass --build)") from None
+        raise
+    paths = out.split()
+    if not paths:
+        raise ClosureError(f"{target}: nix returned no store path")
+    return paths[0]
 
 
 def is_wheel(path: str) -> bool:
@@ -60,13 +126,7 @@ def resolve_targets(targets: list[str], root: str | None = None) -> Targets:
     store = store_dir()
     reals, modes, roots, unrooted = [], set(), [], []
     for t in targets:
-        if not os.path.lexists(t):
-            raise TargetError(f"target not found: {t}")
-        try:
-            os.stat(t)
-        except OSError as exc:
-            raise TargetError(f"cannot read target {t}: {exc.strerror}") from None
-        real = os.path.realpath(t)
+        real = resolve_target(t).path
         reals.append(real)
         in_store = real.startswith(store + "/")
         # A wheel is the tree pip would unpack, wherever it lies.

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import schemas
-from ..errors import BudgetError, ClosureError
+from ..errors import BudgetError, ClosureError, TargetError
 from ..findings.collector import Findings
 from ..findings.policy import Policy
 from ..findings.rules import ERROR
@@ -104,7 +104,7 @@ def _baseline_size(budget: Budget, store=None) -> int:
             raise BudgetError(f"baseline of {budget.name}: {exc}") from None
     try:
         return roots_closure_size(store([what]) if store is not None else load_closure([what]))
-    except ClosureError as exc:
+    except (ClosureError, TargetError) as exc:
         raise BudgetError(f"baseline of {budget.name}: {exc}") from None
 
 

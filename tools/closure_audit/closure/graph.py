@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import ClosureError
 from ..nix import find, nix, run
-from ..storepath import is_store_basename, store_dir, top_store_path
-from ..targets import CLOSURE_TARGETS
+from ..storepath import is_store_basename, store_dir
+from ..targets import CLOSURE_TARGETS, resolve_target
 from .reach import reverse
 
 
@@ -255,36 +255,6 @@ def parse_dump_db(text: str) -> dict[str, dict]:
 
 # -- reading ---------------------------------------------------------------------
 
-def resolve_root(target: str, build: bool = False) -> str:
-    """A store path for a target: a path in the store, a result symlink, or
-    (with nix) an installable such as .#python3Packages.torch."""
-    store = store_dir()
-    if os.path.lexists(target):
-        real = os.path.realpath(target)
-        top = top_store_path(real, store)
-        if top is None:
-            raise ClosureError(f"not in the Nix store: {target}")
-        return top
-    if target.startswith(store + "/"):
-        raise ClosureError(f"path '{target}' is not in the store")
-    if "#" not in target and "/" not in target and not target.startswith("."):
-        raise ClosureError(f"target not found: {target}")
-    if build:
-        nix("build", "--no-link", target, what=f"building {target}")
-    try:
-        out = nix("path-info", target, what=target)
-    except ClosureError as exc:
-        # Nix evaluated the installable and found its output missing: the one
-        # failure that building mends (not a missing flake, attribute or file).
-        if not build and re.search(r"path '[^']*' is not valid$", str(exc)):
-            raise ClosureError(f"{exc} (not built? pass --build)") from None
-        raise
-    paths = out.split()
-    if not paths:
-        raise ClosureError(f"{target}: nix returned no store path")
-    return paths[0]
-
-
 def query(roots: list[str]) -> Closure:
     """The closure of `roots` from the local store. Nix is not asked for
     closure sizes: `--closure-size` makes it walk every path's closure
@@ -375,16 +345,9 @@ def looks_like_dump(file: str, limit: int = 256 << 20) -> bool:
     return True
 
 
-def is_dump_file(target: str) -> bool:
-    """A saved path-info dump given where a closure is expected: a regular
-    file outside the store."""
-    return os.path.isfile(target) and top_store_path(os.path.realpath(target)) is None
-
-
 def load_closure(targets: list[str], path_info: str | None = None, build: bool = False) -> Closure:
     if path_info is not None:
         return load_dump(path_info, targets)
     if not targets:
         raise ClosureError("no target given")
-    roots = list(dict.fromkeys(resolve_root(t, build) for t in targets))
-    return query(roots)
+    return query(list(dict.fromkeys(resolve_target(t, build).closure_root() for t in targets)))

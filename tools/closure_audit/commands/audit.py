@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ..errors import Exit, TargetError, UsageError
 from ..findings.rules import has_error
+from ..targets import Target, is_wheel, resolve_target
 from . import options
 
 HELP = "resolve every needed library of every ELF file in the targets"
@@ -167,10 +168,10 @@ def run(args) -> int:
         if not all(d.startswith("/") for d in args.driver_dir):
             raise UsageError("--driver-dir must be an absolute path")
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
-    targets = [installable(t, args.build) for t in args.targets]
+    targets = [resolve_target(t, args.build) for t in args.targets]
     closure = store_closure(targets, args.path_info, args.build)
     with progress() as shown:
-        report, loader = audit(targets, policy, root=args.root, progress=shown, closure=closure, need_root=True)
+        report, loader = audit([t.path for t in targets], policy, root=args.root, progress=shown, closure=closure, need_root=True)
         chain = tree_chain(report, loader, args.tree) if args.tree else None
     if args.json:
         from ..output.json_report import audit_json, emit
@@ -183,27 +184,11 @@ def run(args) -> int:
     return Exit.FAILED if report.failed else Exit.OK
 
 
-def installable(target: str, build: bool) -> str:
-    """A target as a path: an installable (.#torch) becomes its store path."""
-    if os.path.lexists(target) or "#" not in target:
-        return target
-    from ..closure.graph import resolve_root
-
-    return resolve_root(target, build)
-
-
-def store_closure(targets: list[str], path_info: str | None, build: bool):
+def store_closure(targets: list[Target], path_info: str | None, build: bool):
     """The Nix closure of the targets when they are store paths (from Nix, or
     from --path-info), else None. A closure that cannot be read fails the
     audit: its forbidden paths would go unseen."""
-    from ..storepath import top_store_path
-    from ..targets import is_wheel
-
-    roots = []
-    for t in targets:
-        real = os.path.realpath(t)
-        top = top_store_path(real) if os.path.lexists(t) and not is_wheel(real) else None
-        roots.append(top)
+    roots = [None if is_wheel(t.path) else t.store_path for t in targets]
     if not all(roots):
         if path_info is not None:
             raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")

@@ -11,6 +11,7 @@ import os
 
 from ..errors import UsageError
 from ..findings.rules import exit_status
+from ..targets import resolve_target
 from . import options
 
 HELP = "will CUDA programs of the targets run on this host: driver, versions, GPUs, GPU code"
@@ -49,7 +50,7 @@ def run(args) -> int:
     if args.targets:
         with progress() as shown:
             facts = [target_facts(group, policy, host, shown)
-                     for group in by_kind(resolve_installables(args.targets, args.build))]
+                     for group in by_kind([resolve_target(t, args.build).path for t in args.targets])]
     findings = Findings(policy, facts[0].mode if facts else "nix-store", None)
     checks = judge_doctor(host, facts, findings)
     result = findings.sorted()
@@ -62,19 +63,6 @@ def run(args) -> int:
 
         render_doctor(console(), host, facts, checks, result)
     return exit_status(result)
-
-
-def resolve_installables(targets: list[str], build: bool) -> list[str]:
-    """Paths as they are; anything else (.#torch) is an installable, whose
-    output paths the closure reader resolves."""
-    paths = [t for t in targets if os.path.lexists(t)]
-    installables = [t for t in targets if not os.path.lexists(t)]
-    if installables:
-        if not all("#" in t or t.startswith("/nix/store/") for t in installables):
-            missing = next(t for t in installables if "#" not in t)
-            raise UsageError(f"target not found: {missing} (a path, a result link, or an installable like .#torch)")
-        paths += options.read_closure(installables, None, build).roots
-    return paths
 
 
 def by_kind(paths: list[str]) -> list[list[str]]:

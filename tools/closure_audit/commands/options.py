@@ -90,18 +90,20 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
     a dump given with --path-info (the targets then pick its roots), store
     paths, result links and installables, or with `store` (open_store) store
     paths in a binary cache."""
-    from ..closure.graph import is_dump_file, load_closure, load_dump
+    from ..closure.graph import load_closure, load_dump, query
     from ..errors import UsageError
+    from ..targets import resolve_target
 
     targets = [] if target is None else [target] if isinstance(target, str) else list(target)
     if store is not None:
         if not targets:
             raise UsageError("with --store, a TARGET store path is required")
         return store(targets)
-    if path_info is None and len(targets) == 1 and is_dump_file(targets[0]):
-        return load_dump(targets[0], [])
     if path_info is None and not targets:
         raise UsageError("a TARGET or --path-info FILE is required")
+    if path_info is None and len(targets) == 1:
+        one = resolve_target(targets[0], build)
+        return load_dump(one.given, []) if one.saved_closure else query([one.closure_root()])
     return load_closure(targets, path_info, build)
 
 
