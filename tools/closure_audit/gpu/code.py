@@ -55,11 +55,20 @@ def parse_capability(text: str) -> tuple[int, int, str]:
 
 @functools.lru_cache(maxsize=1)
 def capability_table() -> dict:
-    """lib/data/cuda-capabilities.json, as installed: the nixcuda_data package."""
+    """lib/data/cuda-capabilities.json, as installed: the nixcuda_data package.
+    Read from its directory, not through importlib.resources, which cannot read
+    the namespace package an editable install maps (Python 3.11)."""
     import json
-    from importlib.resources import files
+    import os
 
-    return json.loads((files("nixcuda_data") / "cuda-capabilities.json").read_text())["capabilities"]
+    import nixcuda_data
+
+    for directory in nixcuda_data.__path__:
+        path = os.path.join(directory, "cuda-capabilities.json")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["capabilities"]
+    raise FileNotFoundError(f"cuda-capabilities.json is in none of {list(nixcuda_data.__path__)}")
 
 
 def family(major: int, minor: int) -> str:
