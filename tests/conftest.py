@@ -32,6 +32,14 @@ from closure_audit.elf.reader import parse_sections, read_elf  # noqa: E402
 from parts import CI  # noqa: E402
 
 
+def package_files() -> dict[str, Path]:
+    """What the wheel installs, by installed name: every file of the packages in
+    tools/ (their modules and the data beside them) and lib/data as nixcuda_data."""
+    out = {str(p.relative_to(ROOT / "tools")): p for p in (ROOT / "tools").rglob("*")
+           if p.is_file() and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)}
+    return out | {f"nixcuda_data/{p.name}": p for p in (ROOT / "lib/data").iterdir() if p.is_file()}
+
+
 def _installed_as_built() -> None:
     """The suite tests the package as installed (ci/setup installs the wheel it
     builds), never tools/ by path. Under CI=true an editable install is refused;
@@ -43,10 +51,10 @@ def _installed_as_built() -> None:
             pytest.exit("CI=true tests the installed wheel, but closure_audit is the checkout's (an editable "
                         "install): run ci/test", returncode=4)
         return
-    for source in sorted((ROOT / "tools").rglob("*.py")):
-        copy = installed / source.relative_to(ROOT / "tools")
+    for name, source in sorted(package_files().items()):
+        copy = installed / name
         if copy.exists() and copy.read_bytes() != source.read_bytes():
-            pytest.exit(f"the installed {copy.relative_to(installed)} differs from the checkout's: run ci/setup "
+            pytest.exit(f"the installed {name} differs from the checkout's: run ci/setup "
                         "(or pip install -e . to work on the code)", returncode=4)
 
 

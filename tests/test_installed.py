@@ -19,7 +19,7 @@ import pytest
 
 import fakehost
 import redist_fixture
-from conftest import ROOT, validate
+from conftest import ROOT, package_files, validate
 from parts import CI
 
 DIST = distribution("nixcuda-tools")
@@ -35,14 +35,6 @@ def _installed_wheel() -> Path:
             pytest.fail(f"CI=true but {message}", pytrace=False)
         pytest.skip(message)
     return Path(unquote(urlparse(origin["url"]).path))
-
-
-def checkout_files() -> set[str]:
-    """What the wheel must hold, as installed names: every file of the packages
-    in tools/ (their modules and the data beside them) and lib/data as nixcuda_data."""
-    out = {str(p.relative_to(ROOT / "tools")) for p in (ROOT / "tools").rglob("*")
-           if p.is_file() and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)}
-    return out | {f"nixcuda_data/{p.name}" for p in (ROOT / "lib/data").iterdir() if p.is_file()}
 
 
 def _script(name: str) -> str:
@@ -61,7 +53,7 @@ def _run(cwd: Path, *argv: str, env: dict | None = None) -> subprocess.Completed
 def test_the_wheel_holds_every_file_of_the_checkout():
     with zipfile.ZipFile(_installed_wheel()) as whl:
         held = {n for n in whl.namelist() if not n.split("/")[0].endswith(".dist-info")}
-    assert held == checkout_files()
+    assert held == set(package_files())
     assert {"closure_audit/host/__init__.py", "closure_audit/output/report.js",
             "nixcuda_data/cuda-capabilities.json"} <= held
 
