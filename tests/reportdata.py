@@ -56,8 +56,8 @@ def picture(closure: Closure, name: str = "app", verdict: bool | None = None, ex
     policy = load_policy(None)
     findings = Findings(policy, "nix-store")
     forbidden_paths(closure, policy, findings, added=added, scanner=Scanner(closure.store_dir))
-    return html.Picture(name, closure, roots_closure_size(closure), added, tree, findings.sorted() + list(extra),
-                        verdict)
+    return html.Picture(name=name, closure=closure, closure_size=roots_closure_size(closure), added=added,
+                        dominators=tree, findings=findings.sorted() + list(extra), verdict=verdict)
 
 
 def shape_picture(**options) -> html.Picture:

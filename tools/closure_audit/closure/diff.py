@@ -22,7 +22,7 @@ from ..storepath import name_part, package_key, parse_name, split_release
 ADDED, REMOVED, CHANGED, REBUILT = "added", "removed", "changed", "rebuilt"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PackageDiff:
     name: str
     output: str
@@ -89,6 +89,8 @@ def _diff(old: Closure, new: Closure) -> list[PackageDiff]:
         va, vb = _versions(ea, with_release), _versions(eb, with_release)
         status = ADDED if not pa else REMOVED if not pb else CHANGED if va != vb else REBUILT
         name = (eb or ea)[-1][1]
-        out.append(PackageDiff(name, key[2], status, va, vb, sum(e[4] for e in ea), sum(e[4] for e in eb), pa, pb))
+        out.append(PackageDiff(name=name, output=key[2], status=status, old_versions=va, new_versions=vb,
+                               old_size=sum(e[4] for e in ea), new_size=sum(e[4] for e in eb), old_paths=pa,
+                               new_paths=pb))
     out.sort(key=lambda d: (-abs(d.delta), d.name, d.output))
     return out

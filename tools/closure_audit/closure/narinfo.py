@@ -98,7 +98,7 @@ def parse_hash(text: str) -> Hash:
     return Hash(algo, digest)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NarInfo:
     store_path: str
     url: str
@@ -177,8 +177,9 @@ def parse_narinfo(text: str, store_dir: str) -> NarInfo:
         name, sep, body = sig.partition(":")
         if not sep or not name or not body:
             raise NarInfoError(f"Sig '{sig}' is not NAME:BASE64")
-    return NarInfo(store_path, url, compression, nar_hash, nar_size, tuple(references), deriver, tuple(sigs),
-                   file_hash, file_size)
+    return NarInfo(store_path=store_path, url=url, compression=compression, nar_hash=nar_hash, nar_size=nar_size,
+                   references=tuple(references), deriver=deriver, sigs=tuple(sigs), file_hash=file_hash,
+                   file_size=file_size)
 
 
 def _in_store(path: str, store_dir: str) -> bool:

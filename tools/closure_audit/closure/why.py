@@ -40,7 +40,7 @@ class Hop:
         return d
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Explanation:
     path: str
     pattern: str
@@ -113,7 +113,7 @@ def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_ch
         if all_chains:
             referrers = [Hop(r, path, evidence[r][path]) for r in closure.graph.referrers(path)]
         pattern, reason = matches[path]
-        out.append(Explanation(path, pattern, reason, chain, hops, referrers))
+        out.append(Explanation(path=path, pattern=pattern, reason=reason, chain=chain, hops=hops, referrers=referrers))
     return out
 
 

@@ -72,7 +72,8 @@ def run(args) -> int:
         found = findings.sorted()
         roots = [name_part(r) for r in closure.roots]
         name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")
-        pictures = [html.Picture(name, closure, roots_closure_size(closure), added, tree, found)]
+        pictures = [html.Picture(name=name, closure=closure, closure_size=roots_closure_size(closure), added=added,
+                                 dominators=tree, findings=found)]
     html.write(args.output, html.render(pictures, f"closure-audit report: {pictures[0].name}"))
     forbidden = sum(f.rule == "forbidden-path" for f in found)
     verdict = ""

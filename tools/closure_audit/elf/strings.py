@@ -51,7 +51,7 @@ PRIORITIES = ("required", "recommended", "suggested")
 _SHT_NOTE = 7
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoteEntry:
     """One entry of a dlopen metadata note: the sonames dlopen is tried with,
     in order, how much the object needs them and for what."""
@@ -105,8 +105,9 @@ def notes_in(data, start: int, end: int, section: str, little: bool) -> list[Not
         next_at = desc_at + (descsz + 3) // 4 * 4
         if next_at > end:
             if data[name_at:min(name_at + namesz, end)] == NOTE_OWNER:
-                out.append(NoteEntry(pos, (), "required", None, None, section,
-                                     f"dlopen note at offset {pos:#x} runs past its section {section}"))
+                out.append(NoteEntry(offset=pos, sonames=(), priority="required", feature=None, description=None,
+                                     section=section,
+                                     error=f"dlopen note at offset {pos:#x} runs past its section {section}"))
             break
         if kind == NOTE_TYPE and data[name_at:name_at + namesz] == NOTE_OWNER:
             out.extend(_note_entries(data, desc_at, descsz, section))
@@ -118,7 +119,8 @@ def _note_entries(data, at: int, size: int, section: str) -> list[NoteEntry]:
     raw = bytes(data[at:at + size]).rstrip(b"\0")
 
     def bad(why: str) -> list[NoteEntry]:
-        return [NoteEntry(at, (), "required", None, None, section, f"dlopen note at offset {at:#x}: {why}")]
+        return [NoteEntry(offset=at, sonames=(), priority="required", feature=None, description=None, section=section,
+                          error=f"dlopen note at offset {at:#x}: {why}")]
 
     try:
         entries = json.loads(raw.decode("utf-8"))
@@ -145,8 +147,8 @@ def _note_entries(data, at: int, size: int, section: str) -> list[NoteEntry]:
         hit = raw.find(quoted, search)
         if hit >= 0:
             search = hit + len(quoted)
-        out.append(NoteEntry(at + hit + 1 if hit >= 0 else at, tuple(sonames), priority, feature, description,
-                             section))
+        out.append(NoteEntry(offset=at + hit + 1 if hit >= 0 else at, sonames=tuple(sonames), priority=priority,
+                             feature=feature, description=description, section=section))
     return out
 
 

@@ -228,4 +228,4 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         walker.add(t)
     if progress is not None:  # the last figure shown is the summary's
         progress(walker.scan.files)
-    return Walked(reals, mode, roots, walker.scan, scope, files, unrooted)
+    return Walked(targets=reals, mode=mode, roots=roots, scan=walker.scan, scope=scope, files=files, unrooted=unrooted)

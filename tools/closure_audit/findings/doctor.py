@@ -12,7 +12,7 @@ on each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from ..cuda_redist import wheel_for
 from ..gpu.code import capability_table, runs_on
@@ -39,6 +39,7 @@ class Check:
     check: str  # host, driver-library, kernel-module, cuda-runtime, gpus, gpu-code
     status: str  # ok, info, warning or error
     message: str
+    _: KW_ONLY
     fixes: list[Fix] = field(default_factory=list)
     rule: str | None = None
     evidence: list[Need] | None = None  # cuda-runtime: what tells the CUDA release the target needs
@@ -173,7 +174,7 @@ class DoctorJudge:
                 fields["evidence"] = [n.to_json() for n in evidence]
             self.findings.add(rule, file or self.host.root, message,
                               fixes=[f.to_json() for f in fixes], **fields)
-        self.checks.append(Check(check, status, message, list(fixes), rule, evidence))
+        self.checks.append(Check(check, status, message, fixes=list(fixes), rule=rule, evidence=evidence))
 
     # -- checks ----------------------------------------------------------------
 

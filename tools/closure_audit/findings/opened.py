@@ -37,7 +37,7 @@ FALLBACK = "dlopen-fallback-name"
 NOTE_RULES = {"required": UNRESOLVED, "recommended": "recommended-dlopen-library", "suggested": OPTIONAL_ABSENT}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Row:
     """One library one object may open, and where it was found."""
 
@@ -130,9 +130,10 @@ class OpenedJudge:
                 inside = res.how in (DRIVER, ALREADY_LOADED, PRELOADED) or (
                     res.how != NOT_FOUND and self.env.inside(self.loader.realpath(res.path)))
                 sibling = dlopen.loaded_sibling(names, request) if res.how == NOT_FOUND else None
-                row = Row(obj.real, request.name, request.string, request.offset, request.klass, request.family,
-                          res.how, res.path, inside, request.priority, request.feature,
-                          sibling.real if sibling is not None else None)
+                row = Row(file=obj.real, name=request.name, string=request.string, offset=request.offset,
+                          klass=request.klass, family=request.family, how=res.how, path=res.path, inside=inside,
+                          priority=request.priority, feature=request.feature,
+                          fallback_for=sibling.real if sibling is not None else None)
                 key = (obj.real, request.name)
                 # An object judged in several chains: keep the worst outcome.
                 if key not in self._rows or (self._rows[key].inside and not inside):

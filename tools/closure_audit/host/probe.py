@@ -7,7 +7,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from ..elf.reader import InvalidElf, parse_sections
 from ..gpu.driver import kernel_module_version, library_version_from_name
@@ -31,6 +31,7 @@ class Gpu:
     name: str
     capability: str | None  # "8.6"; None when nothing tells it
     source: str  # nvidia-smi, /proc/driver/nvidia/gpus/..., the device tree
+    _: KW_ONLY
     # The capability gpu/models.py's table gives for the GPU's model name, the
     # name, and where it was read (the kernel module's /proc file, else nvidia-smi).
     model_capability: str | None = None
@@ -189,7 +190,8 @@ def _gpus_from_smi(root: Root, host: Host) -> None:
         model, where = models.get(_bus_key(bus)) or (list(models.values())[i] if len(models) > i else (name, None))
         known = capability_of(model)
         if re.fullmatch(r"\d+\.\d+", cap):  # the driver's own answer (drivers since 510)
-            host.gpus.append(Gpu(name, cap, "nvidia-smi", known, where or "nvidia-smi", model))
+            host.gpus.append(Gpu(name, cap, "nvidia-smi", model_capability=known, model_source=where or "nvidia-smi",
+                                 model=model))
         else:
             host.gpus.append(Gpu(name, known, f"nvidia-smi name {name!r} in the model table"))
     if host.driver is not None and host.driver.version is None:

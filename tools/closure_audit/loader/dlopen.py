@@ -63,7 +63,7 @@ _DIRECTIVE = re.compile(r"%[-+ #0-9.]*[a-zA-Z]")
 _VERSIONED = re.compile(r"^(.*\.so)\.[0-9]")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Request:
     """One library an object may open."""
 
@@ -162,14 +162,15 @@ def requests(elf: ElfFile, names: list[NameString | NoteEntry],
             patterns = (name,)
         family = family_of(text)
         klass = (family and family[1]) or classify(name, driver_libraries)
-        out.append(Request(name, patterns, klass, family and family[0], text, n.offset, n.section))
+        out.append(Request(name=name, patterns=patterns, klass=klass, family=family and family[0], string=text,
+                           offset=n.offset, section=n.section))
     out = [replace(r, fallbacks=tuple(folded.get(r.string, ()))) for r in out]
     for n in notes:
         if not own.issuperset(n.sonames):
-            out.append(Request(n.sonames[0], n.sonames, classify(n.sonames[0], driver_libraries), None,
-                               n.sonames[0], n.offset, n.section,
-                               tuple(f for soname in n.sonames for f in folded.get(soname, ())),
-                               n.priority, n.feature, n.description))
+            out.append(Request(name=n.sonames[0], patterns=n.sonames, klass=classify(n.sonames[0], driver_libraries),
+                               family=None, string=n.sonames[0], offset=n.offset, section=n.section,
+                               fallbacks=tuple(f for soname in n.sonames for f in folded.get(soname, ())),
+                               priority=n.priority, feature=n.feature, description=n.description))
     return out
 
 
@@ -211,7 +212,7 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
         return Resolution(name, NOT_FOUND, error="the name is built from text the file does not hold")
     hit = _loaded(loaded_names(chain) if names is None else names, request)
     if hit is not None:
-        return Resolution(name, ALREADY_LOADED, hit.path, target=hit)
+        return Resolution(name, ALREADY_LOADED, path=hit.path, target=hit)
     if env.nix and matches_any(name, GLIBC_FAMILY):
         return Resolution(name, PRELOADED)
     dirs = loader.search_path(obj, chain.root)
@@ -258,11 +259,12 @@ def _find_pattern(loader: Loader, name: str, patterns: tuple[str, ...], dirs: tu
                 if ident is None:
                     continue
                 if error is not None:
-                    return Resolution(name, NOT_FOUND, path, d, searched, skipped, f"{path}: {error}")
+                    return Resolution(name, NOT_FOUND, path=path, via=d, searched=searched, skipped=skipped,
+                                      error=f"{path}: {error}")
                 if elf.abi_key() != abi:
                     skipped.append((path, f"ELF{elf.elf_class} {elf.machine_name}"))
                     continue
-                return Resolution(name, d.how, path, d, searched, skipped)
+                return Resolution(name, d.how, path=path, via=d, searched=searched, skipped=skipped)
     return Resolution(name, NOT_FOUND, searched=searched, skipped=skipped)
 
 

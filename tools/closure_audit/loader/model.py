@@ -26,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from ..paths import under
 from ..elf.files import HostFiles
@@ -155,6 +155,7 @@ class SearchDir:
 class Resolution:
     needed: str
     how: str
+    _: KW_ONLY
     path: str | None = None  # the path the loader opens
     via: SearchDir | None = None
     searched: list[str] = field(default_factory=list)
@@ -171,6 +172,7 @@ class Search:
     Resolution."""
 
     how: str
+    _: KW_ONLY
     path: str | None = None
     via: SearchDir | None = None
     searched: tuple[str, ...] = ()
@@ -348,8 +350,8 @@ class Loader:
         if cached is None:
             cached = self._find(name, dirs, abi)
             self._search[key] = cached
-        return Resolution(name, cached.how, cached.path, cached.via, list(cached.searched), list(cached.skipped),
-                          cached.error, list(cached.shadowed))
+        return Resolution(name, cached.how, path=cached.path, via=cached.via, searched=list(cached.searched),
+                          skipped=list(cached.skipped), error=cached.error, shadowed=list(cached.shadowed))
 
     def _find(self, name: str, dirs: tuple[SearchDir, ...], abi: tuple[int, int]) -> Search:
         searched: list[str] = []
@@ -374,7 +376,8 @@ class Loader:
                 continue
             if found is None:
                 if error is not None:
-                    return Search(NOT_FOUND, path, d, tuple(searched), tuple(skipped), f"{path}: {error}")
+                    return Search(NOT_FOUND, path=path, via=d, searched=tuple(searched), skipped=tuple(skipped),
+                                  error=f"{path}: {error}")
                 if elf.abi_key() != abi:
                     skipped.append((path, f"ELF{elf.elf_class} {elf.machine_name}"))
                     continue
@@ -386,7 +389,8 @@ class Loader:
         if found is None:
             return Search(NOT_FOUND, searched=tuple(searched), skipped=tuple(skipped))
         path, d, _ident = found
-        return Search(d.how, path, d, tuple(searched), tuple(skipped), shadowed=tuple(shadowed))
+        return Search(d.how, path=path, via=d, searched=tuple(searched), skipped=tuple(skipped),
+                      shadowed=tuple(shadowed))
 
     def chain(self, root_path: str, root_elf: ElfFile, descend: bool = True) -> Chain:
         """Load `root_path` as the first object of a process and everything it
@@ -444,7 +448,7 @@ class Loader:
             name = self.expand(obj, name) or name
         hit = by_name.get(name)
         if hit is not None:
-            return Resolution(name, ALREADY_LOADED, hit.path, target=hit)
+            return Resolution(name, ALREADY_LOADED, path=hit.path, target=hit)
         if "/" in name:
             # A name with a slash is opened as is, relative to the working directory.
             if not os.path.isabs(name):
@@ -452,7 +456,7 @@ class Loader:
             ident, elf, error = self.candidate(name)
             if ident is None or error is not None:
                 return Resolution(name, NOT_FOUND, searched=[os.path.dirname(name)], error=error)
-            return Resolution(name, PATH, name)
+            return Resolution(name, PATH, path=name)
         if matches_any(name, preloaded):
             return Resolution(name, PRELOADED)
         dirs = self.search_path(obj, root)

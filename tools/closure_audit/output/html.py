@@ -38,7 +38,7 @@ OTHER, CUDA, FORBIDDEN = 0, 1, 2  # colour classes
 MAX_DRAWN = 12000
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Picture:
     """One closure, resolved and judged."""
 
@@ -53,8 +53,9 @@ class Picture:
 
 def gate_pictures(results, findings: list[Finding]) -> list[Picture]:
     """One picture per budget the gate checked, with its verdict."""
-    return [Picture(r.budget.name, r.closure, r.closure_size, r.added, r.dominators,
-                    [f for f in findings if f.fields.get("target") == r.budget.name], r.passed(findings))
+    return [Picture(name=r.budget.name, closure=r.closure, closure_size=r.closure_size, added=r.added,
+                    dominators=r.dominators, findings=[f for f in findings if f.fields.get("target") == r.budget.name],
+                    verdict=r.passed(findings))
             for r in results]
 
 
