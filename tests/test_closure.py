@@ -461,6 +461,10 @@ def test_installables_are_resolved_never_built_without_build(tmp_path):
     assert root.endswith(f"-fixture-installable-{os.getpid()}") and report["summary"]["paths"] == 1
     p, again = cli_json("size", installable)  # built now: resolved without --build
     assert again["target"] == [root]
+    # audit and doctor read installables through the same resolver
+    for command in (["audit"], ["doctor", "--host-root", str(tmp_path)]):
+        p, report = cli_json(*command, installable)
+        assert report["target"] == [root], command
 
 
 def test_a_file_that_is_no_closure_says_what_a_target_may_be(tmp_path):
