@@ -43,10 +43,11 @@ class Target(NamedTuple):
 _FLAKE_REF = re.compile(r"[a-z][a-z0-9+.-]*:")
 
 
-def resolve_target(target: str, build: bool = False) -> Target:
+def resolve_target(target: str, build: bool = False, installables: bool = True) -> Target:
     """A target as a path: a path or a result link as its real path, an
     installable (.#torch, nixpkgs#hello) as its output's store path, built
-    first with `build`. Each reason a target cannot be read is one error."""
+    first with `build`; with `installables` False, paths only. Each reason a
+    target cannot be read is one error."""
     store = store_dir()
     if os.path.lexists(target):
         try:
@@ -57,7 +58,7 @@ def resolve_target(target: str, build: bool = False) -> Target:
         return Target(target, real, top_store_path(real, store))
     if target.startswith(store + "/"):
         raise TargetError(f"path '{target}' is not in the store")
-    if "#" not in target and not _FLAKE_REF.match(target):
+    if not installables or ("#" not in target and not _FLAKE_REF.match(target)):
         raise TargetError(f"target not found: {target}")
     path = _installable(target, build)
     return Target(target, path, path)
@@ -109,8 +110,7 @@ def tree_root_for_file(path: str) -> str | None:
 
 
 class Targets(NamedTuple):
-    """The targets of one audit, resolved. A named tuple: `archs` and
-    `--help` start without the dataclasses module (tests/test_startup.py)."""
+    """The targets of one audit, resolved (a named tuple, as Target is)."""
 
     reals: list[str]  # real paths, in the order given
     mode: str  # "nix-store" or "tree"
@@ -119,14 +119,15 @@ class Targets(NamedTuple):
 
 
 def resolve_targets(targets: list[str], root: str | None = None) -> Targets:
-    """Real paths of the targets, the common mode, the tree roots, and the
-    file targets whose tree could not be told."""
+    """Real paths of the targets (paths: a command resolves installables
+    first), the common mode, the tree roots, and the file targets whose tree
+    could not be told."""
     if not targets:
         raise TargetError("no target given")
     store = store_dir()
     reals, modes, roots, unrooted = [], set(), [], []
     for t in targets:
-        real = resolve_target(t).path
+        real = resolve_target(t, installables=False).path
         reals.append(real)
         in_store = real.startswith(store + "/")
         # A wheel is the tree pip would unpack, wherever it lies.
