@@ -7,9 +7,11 @@ stderr, never a traceback)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import importlib
 import os
+import re
 import sys
 
 from . import __version__
@@ -17,7 +19,7 @@ from .errors import InputError, UsageError
 
 EXIT_USAGE = 2
 # Each is a module of commands/ with HELP, add_arguments(parser) and run(args).
-COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor")
+COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor", "why-build")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -52,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command(name: str):
-    return importlib.import_module(f".commands.{name}", __package__)
+    return importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -73,9 +75,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `closure-audit PATH` means `closure-audit audit PATH`.
-    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
-        argv.insert(0, "audit")
     try:
+        if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+            _not_a_command(argv[0])
+            argv.insert(0, "audit")
         args = build_parser(argv[0] if argv else None).parse_args(argv)
         if args.command is None:
             raise UsageError("a command or a target is required (try --help)")
@@ -92,6 +95,17 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`| head`): stop quietly; nothing is flushed at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_USAGE
+
+
+def _not_a_command(word: str) -> None:
+    """A word that looks like a command and names no file is a mistyped
+    command, not a target: `closure-audit why-biuld` must not audit a file
+    of that name."""
+    if os.path.lexists(word) or not re.fullmatch(r"[a-z]+(-[a-z]+)*", word):
+        return
+    close = difflib.get_close_matches(word, COMMANDS, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f" (commands: {', '.join(COMMANDS)})"
+    raise UsageError(f"'{word}' is not a command, nor a file to audit{hint}")
 
 
 if __name__ == "__main__":

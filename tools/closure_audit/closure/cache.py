@@ -93,9 +93,11 @@ class BinaryCache:
 
     # -- narinfo -----------------------------------------------------------------------
 
-    def narinfo(self, path: str, referrer: str | None = None) -> NarInfo:
+    def narinfo(self, path: str, referrer: str | None = None, missing_ok: bool = False) -> NarInfo | None:
         """The checked narinfo of `path`; `referrer` is the path that
-        references it, for the message when it is missing."""
+        references it, for the message when it is missing. With `missing_ok`,
+        None when the cache has no narinfo for it (any other failure still
+        raises: a cache that cannot be read never answers "missing")."""
         known = self.known.get(path)
         if known is not None:
             return known
@@ -107,6 +109,8 @@ class BinaryCache:
             try:
                 text = self.transport.get(f"{key}.narinfo").decode("utf-8")
             except NotFound:
+                if missing_ok:
+                    return None
                 by = f" (referenced by {referrer})" if referrer else ""
                 raise ClosureError(f"{path}{by}: the binary cache {self.url} has no narinfo for it") from None
             except FetchError as exc:
@@ -117,11 +121,11 @@ class BinaryCache:
             info = parse_narinfo(text, store)
         except NarInfoError as exc:
             if not fresh:  # a damaged copy in the local cache: fetch it again
-                return self._refetch(path, referrer)
+                return self._refetch(path, referrer, missing_ok)
             raise ClosureError(f"{path}: its narinfo in {self.url} is damaged: {exc}") from None
         if info.store_path != path:
             if not fresh:
-                return self._refetch(path, referrer)
+                return self._refetch(path, referrer, missing_ok)
             raise ClosureError(f"{path}: the binary cache {self.url} answers with the narinfo of "
                                f"{info.store_path} instead")
         if self.trusted_keys is not None:
@@ -133,10 +137,10 @@ class BinaryCache:
         self.known[path] = info
         return info
 
-    def _refetch(self, path: str, referrer: str | None) -> NarInfo:
+    def _refetch(self, path: str, referrer: str | None, missing_ok: bool) -> NarInfo | None:
         refresh, self.refresh = self.refresh, True
         try:
-            return self.narinfo(path, referrer)
+            return self.narinfo(path, referrer, missing_ok)
         finally:
             self.refresh = refresh
 

@@ -1,0 +1,156 @@
+"""`why-build` on real derivations that mirror the CUDA case: cudart and
+zlib shared, magma and nccl reading `cudaCapabilities`, torch on them, an
+env on torch. The default variant is built, copied to a compressing,
+signed `file://` cache (also served over http on the loopback), and its
+outputs deleted from the local store, so the cache is the only source.
+Every plan is compared with `nix-build --dry-run`'s with the same
+substituter. Names carry a per-module tag: other runs sharing the store
+never touch these paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import uuid
+
+import pytest
+
+from cacheserver import CacheServer
+from conftest import run_cli, validate
+from nixstore import NIX_FLAGS, needs_nix
+from test_store import fails_closed
+
+pytestmark = needs_nix
+
+DEFAULT_CAPS = "7.5;8.0;8.6;8.9;9.0"
+
+VARIANTS = r"""
+{ tag, caps ? "7.5;8.0;8.6;8.9;9.0", zlibPatch ? false }:
+let
+  system = builtins.currentSystem;
+  # An output that references its inputs (its runtime closure) and compresses well.
+  pkg = name: deps: env: builtins.derivation ({
+    name = "${name}-${tag}";
+    inherit system deps;
+    builder = "/bin/sh";
+    args = [ "-ec" ''
+      mkdir -p $out
+      for d in $deps; do echo "$d" >> $out/deps; done
+      i=0; while [ $i -lt 400 ]; do echo "${name} ''${cudaCapabilities:-} $i" >> $out/lib.so; i=$((i+1)); done
+    '' ];
+    PATH = "/usr/local/bin:/usr/bin:/bin";
+  } // env);
+  cudart = pkg "cuda12.9-cudart-12.9.79" [ ] { };
+  zlib = pkg "zlib-1.3.1" [ ] (if zlibPatch then {
+    patches = [ (builtins.toFile "zlib-${tag}-cve.patch" "--- a\n+++ b\n") ];
+  } else { });
+  magma = pkg "magma-2.9.0" [ cudart ] { cudaCapabilities = caps; };
+  nccl = pkg "nccl-2.28.3" [ cudart ] { cudaCapabilities = caps; };
+  torch = pkg "torch-2.9.0" [ magma nccl zlib cudart ] { };
+in pkg "python3-env" [ torch ] { }
+"""
+
+
+def instantiate(expr, tag: str, **args) -> str:
+    cmd = ["nix-instantiate", str(expr), "--argstr", "tag", tag]
+    for k, v in args.items():
+        cmd += ["--arg", k, str(v).lower()] if isinstance(v, bool) else ["--argstr", k, v]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("whybuild")
+    tag = "wb" + uuid.uuid4().hex[:8]
+    expr = tmp / "variants.nix"
+    expr.write_text(VARIANTS)
+    ref = instantiate(expr, tag)
+    built = subprocess.run(["nix-build", ref, "--no-out-link", "--option", "substituters", ""],
+                           capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run(["nix-store", "--generate-binary-cache-key", f"{tag}-1", tmp / "sec", tmp / "pub"], check=True)
+    cache = tmp / "cache"
+    subprocess.run(["nix", *NIX_FLAGS, "copy", "--to", f"file://{cache}?compression=xz&secret-key={tmp / 'sec'}",
+                    *built], check=True, capture_output=True)
+    closure = subprocess.run(["nix-store", "--query", "--requisites", *built], capture_output=True, text=True,
+                             check=True).stdout.split()
+    subprocess.run(["nix-store", "--delete", *closure], check=True, capture_output=True)
+    assert not any(os.path.exists(p) for p in closure)
+    w = {"tmp": tmp, "tag": tag, "expr": expr, "ref": ref, "cache": cache, "closure": closure,
+         "pub": (tmp / "pub").read_text().strip()}
+    with CacheServer(str(cache)) as server:
+        w["server"] = server
+        yield w
+
+
+@pytest.fixture(autouse=True)
+def _fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # cold narinfo caches, ours and Nix's
+
+
+def nix_dry_run(drv: str, url: str, pub: str) -> tuple[set[str], set[str], str]:
+    """Nix's own plan: the derivations it will build and the paths it will fetch."""
+    p = subprocess.run(["nix-build", drv, "--dry-run", "--option", "substituters", url,
+                        "--option", "trusted-public-keys", pub], capture_output=True, text=True, check=True)
+    lists: dict[str, set[str]] = {"built": set(), "fetched": set()}
+    current = None
+    for line in p.stderr.splitlines():
+        head = re.search(r"will be (built|fetched)", line)
+        if head:
+            current = head[1]
+        elif line.startswith("  /") and current:
+            lists[current].add(line.strip())
+        else:
+            current = None
+    return lists["built"], lists["fetched"], p.stderr
+
+
+def why_build(world, target: str, *extra: str, url: str | None = None):
+    p = run_cli("why-build", target, "--store", url or f"file://{world['cache']}", "--trusted-public-keys",
+                world["pub"], *extra)
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+def names_of(paths) -> set[str]:
+    return {re.sub(r"^/nix/store/[a-z0-9]{32}-|-wb[0-9a-f]{8}(\.drv)?$", "", p) for p in paths}
+
+
+def narinfo(cache, path: str) -> dict:
+    text = (cache / f"{os.path.basename(path)[:32]}.narinfo").read_text()
+    return dict(line.split(": ", 1) for line in text.splitlines())
+
+
+@pytest.mark.parametrize("over", ["file", "http"])
+def test_narrowed_capabilities(world, over, tmp_path):
+    target = instantiate(world["expr"], world["tag"], caps="8.9")
+    url = f"file://{world['cache']}" if over == "file" else world["server"].url
+    p = why_build(world, target, "--like", world["ref"], "--json", "--markdown", str(tmp_path / "pr.md"), url=url)
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    validate(report)
+    assert report["command"] == "why-build"
+    built, fetched, _ = nix_dry_run(target, url, world["pub"])
+    assert {b["drv"] for b in report["build"]} == built
+    assert {f["path"] for f in report["fetch"]} == fetched
+    assert names_of(built) == {"magma-2.9.0", "nccl-2.28.3", "torch-2.9.0", "python3-env"}
+    assert names_of(fetched) == {"cuda12.9-cudart-12.9.79", "zlib-1.3.1"}
+    sizes = [narinfo(world["cache"], f["path"]) for f in report["fetch"]]
+    assert report["download_size"] == sum(int(n["FileSize"]) for n in sizes)
+    assert report["nar_size"] == sum(int(n["NarSize"]) for n in sizes) != report["download_size"]
+    causes = {c["name"].removesuffix("-" + world["tag"]): c for c in report["root_causes"]}
+    assert set(causes) == {"magma-2.9.0", "nccl-2.28.3"}
+    for c in causes.values():
+        assert c["like_cached"] is True and c["like"].endswith(f"{c['name']}.drv")
+        assert c["settings"] == [{"setting": "cudaCapabilities", "old": DEFAULT_CAPS, "new": "8.9"}]
+        (diff,) = [d for d in c["differences"] if d["kind"] == "env"]
+        assert diff["name"] == "cudaCapabilities" and diff["dropped"] == ["7.5", "8.0", "8.6", "9.0"]
+    because = {names_of([b["drv"]]).pop(): names_of(b["because"]) for b in report["build"]}
+    assert because["torch-2.9.0"] == {"magma-2.9.0", "nccl-2.28.3"} and because["python3-env"] == {"torch-2.9.0"}
+    md = (tmp_path / "pr.md").read_text()
+    assert "off the cache: cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9" in md
+    text = why_build(world, target, "--like", world["ref"], url=url)
+    assert text.returncode == 1
+    assert re.search(r"torch-2\.9\.0-wb\w+ ← magma-2\.9\.0-wb\w+, nccl-2\.28\.3-wb\w+", text.stdout), text.stdout
+    assert "cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9" in text.stdout

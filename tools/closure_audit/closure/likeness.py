@@ -1,0 +1,183 @@
+"""A derivation to build against its like in a reference graph (what the
+cache builds): their differences, nix-diff style, and the CUDA setting
+behind each through lib/data/cuda-settings.json (docs/options.md).
+
+A difference is (kind, name, old, new): `old` is the reference's value,
+`new` the target's; None where one side has no such thing. Environment
+values that are lists (`;`- or space-separated) also say which items were
+added and dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..data import table
+from ..storepath import name_part, parse_name
+from .derivation import Derivation
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: str  # env | input | source | builder | args | system | outputs
+    name: str
+    old: object
+    new: object
+    added: tuple[str, ...] | None = None  # list-valued env values only
+    dropped: tuple[str, ...] | None = None
+    setting: str | None = None
+
+
+@dataclass(frozen=True)
+class Setting:
+    setting: str
+    old: str | None
+    new: str | None
+
+
+@dataclass(frozen=True)
+class RootCause:
+    drv: str
+    name: str
+    like: str | None  # the reference's derivation of that name
+    like_cached: bool | None  # whether its outputs are valid or in a cache (None without a like)
+    differences: list[Difference]
+    settings: list[Setting]
+
+
+def explain(roots: list[Derivation], reference: dict[str, Derivation] | None, cached) -> list[RootCause]:
+    """Each root cause with its like in `reference` (None: no --like) and
+    their differences; `cached(drv)` says whether a derivation's outputs
+    can be had without building."""
+    out = []
+    for drv in roots:
+        like = None if reference is None else find_like(drv, reference)
+        diffs = [] if like is None else differences(like, drv)
+        out.append(RootCause(drv.path, drv.name, like and like.path, None if like is None else cached(like),
+                             diffs, settings(diffs)))
+    return out
+
+
+def _items(value: str) -> list[str]:
+    words = value.split()
+    return words if len(words) > 1 else value.split(";") if value else []
+
+
+def _is_list(old: str | None, new: str | None) -> bool:
+    return any(v is not None and (";" in v or len(v.split()) > 1) for v in (old, new))
+
+
+def _by_name(paths) -> dict[str, str]:
+    return {name_part(p).removesuffix(".drv"): p for p in paths}
+
+
+def differences(old: Derivation, new: Derivation) -> list[Difference]:
+    diffs: list[Difference] = []
+    # Variables named after outputs hold the output paths: they differ whenever anything does.
+    skip = set(old.outputs) | set(new.outputs)
+    for key in sorted((set(old.env) | set(new.env)) - skip):
+        a, b = old.env.get(key), new.env.get(key)
+        if a == b:
+            continue
+        if _is_list(a, b):
+            was, now = _items(a or ""), _items(b or "")
+            diffs.append(_judged(Difference("env", key, a, b, tuple(i for i in now if i not in was),
+                                            tuple(i for i in was if i not in now))))
+        else:
+            diffs.append(_judged(Difference("env", key, a, b)))
+    for kind, a, b in (("input", old.input_drvs, new.input_drvs), ("source", old.input_srcs, new.input_srcs)):
+        was, now = _by_name(a), _by_name(b)
+        for name in sorted(set(was) | set(now)):
+            if was.get(name) != now.get(name):
+                diffs.append(_judged(Difference(kind, name, was.get(name), now.get(name))))
+    for kind, a, b in (("builder", old.builder, new.builder), ("system", old.system, new.system),
+                       ("args", list(old.args), list(new.args)),
+                       ("outputs", sorted(old.outputs), sorted(new.outputs))):
+        if a != b:
+            diffs.append(Difference(kind, kind, a, b))
+    return diffs
+
+
+def _judged(d: Difference) -> Difference:
+    setting = _setting(d)
+    return d if setting is None else Difference(d.kind, d.name, d.old, d.new, d.added, d.dropped, setting)
+
+
+def _setting(d: Difference) -> str | None:
+    """The option of the settings table a difference comes from, or None."""
+    t = table("cuda-settings.json")
+    if d.kind == "env":
+        changed = (d.added or ()) + (d.dropped or ())
+        if d.name in t["flags"]:
+            changed = tuple(i for i in changed if any(flag in i for flag in t["flags"][d.name]))
+            if not changed:
+                return None
+        elif d.name not in t["env"]:
+            return None
+        if changed and _only_ptx(d, t["ptx"]["markers"]):
+            return t["ptx"]["setting"]
+        return t["env"].get(d.name, "cudaCapabilities")
+    if d.kind in ("input", "source"):
+        if re.match(t["package_set"]["prefix"], d.name):
+            return t["package_set"]["setting"]
+        if parse_name(d.name)[0] in t["bottom"]["names"]:
+            return t["bottom"]["setting"]
+    return None
+
+
+def _only_ptx(d: Difference, markers: list[str]) -> bool:
+    """The change is PTX alone: the items are the same once the markers are dropped."""
+    def bare(value):
+        items = _items(value or "")
+        for m in markers:
+            items = [i.replace(m, "") for i in items]
+        return sorted(set(items))
+    return bare(d.old) == bare(d.new)
+
+
+def settings(diffs: list[Difference]) -> list[Setting]:
+    """Each setting behind the differences once, with its two values: the
+    variable's values for capabilities and PTX, the package sets' versions,
+    the bottom derivation's names for a nixpkgs revision."""
+    out: dict[tuple, Setting] = {}
+    prefix = re.compile(table("cuda-settings.json")["package_set"]["prefix"])
+    cuda = {"old": set(), "new": set()}
+    for d in diffs:
+        if d.setting is None:
+            continue
+        if d.setting == table("cuda-settings.json")["package_set"]["setting"]:
+            side = "old" if d.old is not None else "new"
+            if d.old is None or d.new is None:
+                cuda[side].add(prefix.match(d.name)[1])
+            continue
+        old, new = d.old, d.new
+        flags = table("cuda-settings.json")["flags"].get(d.name) if d.kind == "env" else None
+        if flags:  # the flag's value, not the whole list of flags
+            old, new = (_flag_value(v, flags) for v in (d.old, d.new))
+        if d.kind in ("input", "source"):
+            old, new = (name_part(v).removesuffix(".drv") if v else None for v in (d.old, d.new))
+        out.setdefault((d.setting, old, new), Setting(d.setting, old, new))
+    if cuda["old"] or cuda["new"]:
+        s = table("cuda-settings.json")["package_set"]["setting"]
+        old, new = ", ".join(sorted(cuda["old"])) or None, ", ".join(sorted(cuda["new"])) or None
+        out[(s, old, new)] = Setting(s, old, new)
+    return list(out.values())
+
+
+def _flag_value(value: str | None, flags: list[str]) -> str | None:
+    for item in _items(value or ""):
+        if any(flag in item for flag in flags):
+            return item.partition("=")[2] or item
+    return None
+
+
+def find_like(drv: Derivation, reference: dict[str, Derivation]) -> Derivation | None:
+    """The derivation of the same name in the reference graph; failing that,
+    one whose name differs only in its CUDA package-set prefix."""
+    prefix = re.compile(table("cuda-settings.json")["package_set"]["prefix"])
+    for other in reference.values():
+        if other.name == drv.name:
+            return other
+    bare = prefix.sub("", drv.name)
+    return next((o for o in reference.values() if prefix.sub("", o.name) == bare), None)
