@@ -154,3 +154,75 @@ def test_narrowed_capabilities(world, over, tmp_path):
     assert text.returncode == 1
     assert re.search(r"torch-2\.9\.0-wb\w+ ← magma-2\.9\.0-wb\w+, nccl-2\.28\.3-wb\w+", text.stdout), text.stdout
     assert "cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9" in text.stdout
+
+
+def test_a_patched_shared_dependency(world):
+    target = instantiate(world["expr"], world["tag"], zlibPatch=True)
+    p = why_build(world, target, "--like", world["ref"], "--json")
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    validate(report)
+    built, fetched, _ = nix_dry_run(target, f"file://{world['cache']}", world["pub"])
+    assert {b["drv"] for b in report["build"]} == built and {f["path"] for f in report["fetch"]} == fetched
+    assert names_of(built) == {"zlib-1.3.1", "torch-2.9.0", "python3-env"}
+    assert names_of(fetched) == {"cuda12.9-cudart-12.9.79", "magma-2.9.0", "nccl-2.28.3"}
+    (cause,) = report["root_causes"]
+    assert cause["name"] == f"zlib-1.3.1-{world['tag']}" and cause["like_cached"] is True
+    kinds = {(d["kind"], d["name"].split("-")[0]): d for d in cause["differences"]}
+    assert set(kinds) == {("env", "patches"), ("source", "zlib")}
+    assert kinds["env", "patches"]["old"] is None and kinds["env", "patches"]["new"].endswith("-cve.patch")
+    assert cause["settings"] == []
+
+
+def test_the_reference_itself_needs_nothing_built(world):
+    p = why_build(world, world["ref"], "--like", world["ref"], "--json")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    validate(report)
+    assert report["build"] == [] and report["root_causes"] == []
+    assert {f["path"] for f in report["fetch"]} == set(world["closure"]) - {world["ref"]}
+    built, fetched, _ = nix_dry_run(world["ref"], f"file://{world['cache']}", world["pub"])
+    assert built == set() and fetched == {f["path"] for f in report["fetch"]}
+    text = why_build(world, world["ref"])
+    assert text.returncode == 0 and "nothing to build" in text.stdout
+
+
+def test_the_users_substituters_are_the_default(world):
+    """Without --store, Nix's own settings say where to look (here through NIX_CONFIG)."""
+    target = instantiate(world["expr"], world["tag"], caps="8.9")
+    p = run_cli("why-build", target, "--json", env={
+        "NIX_CONFIG": f"substituters = file://{world['cache']}\ntrusted-public-keys = {world['pub']}"})
+    assert p.returncode == 1, p.stderr
+    assert names_of(f["path"] for f in json.loads(p.stdout)["fetch"]) == {"cuda12.9-cudart-12.9.79", "zlib-1.3.1"}
+    # A key that did not sign the cache: nothing is trusted, so nothing can be fetched; the run fails closed.
+    other = "other-1:" + "A" * 43 + "="
+    fails_closed(["why-build", target, "--store", f"file://{world['cache']}", "--trusted-public-keys", other],
+                 "not trusted")
+
+
+def test_an_unreachable_cache_fails_closed(world):
+    fails_closed(["why-build", world["ref"], "--store", "http://127.0.0.1:9"], "cannot read", "127.0.0.1:9")
+    fails_closed(["why-build", world["ref"], "--store", f"file://{world['tmp']}"], "not a Nix binary cache")
+    world["server"].status = 500
+    try:
+        fails_closed(["why-build", world["ref"], "--store", world["server"].url, "--http-connections", "2"],
+                     "HTTP 500")
+    finally:
+        world["server"].reset()
+
+
+def test_a_target_that_is_not_a_derivation(world, tmp_path):
+    (tmp_path / f"{world['tag']}.txt").write_text("not a derivation\n")
+    added = subprocess.run(["nix-store", "--add", str(tmp_path / f"{world['tag']}.txt")], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    fails_closed(["why-build", added, "--store", f"file://{world['cache']}"], "is not a derivation")
+    fails_closed(["why-build", world["ref"], "--like", added, "--store", f"file://{world['cache']}"],
+                 "is not a derivation")
+    fails_closed(["why-build", "/nix/store/" + "a" * 32 + "-gone.drv"], "no such derivation")
+
+
+def test_help_and_a_mistyped_command():
+    p = run_cli("why-build", "--help")
+    assert p.returncode == 0 and "why-build" in p.stdout and "--like" in p.stdout
+    assert "why-build" in run_cli("--help").stdout
+    fails_closed(["why-biuld", "x.drv"], "'why-biuld' is not a command", "why-build")
