@@ -226,3 +226,30 @@ def test_help_and_a_mistyped_command():
     assert p.returncode == 0 and "why-build" in p.stdout and "--like" in p.stdout
     assert "why-build" in run_cli("--help").stdout
     fails_closed(["why-biuld", "x.drv"], "'why-biuld' is not a command", "why-build")
+
+
+def show_derivation(drv: str) -> dict:
+    """Nix's own reading of a derivation graph: `nix derivation show` (Nix 2.15
+    and newer) or `nix show-derivation` (older)."""
+    for command in (["derivation", "show"], ["show-derivation"]):
+        p = subprocess.run(["nix", *NIX_FLAGS, *command, "--recursive", drv], capture_output=True, text=True)
+        if p.returncode == 0:
+            return json.loads(p.stdout)
+    raise AssertionError(p.stderr)
+
+
+def test_the_reader_agrees_with_nix(world):
+    from closure_audit.closure.derivation import read_graph
+
+    target = instantiate(world["expr"], world["tag"], zlibPatch=True)
+    ours = read_graph([target])
+    theirs = show_derivation(target)
+    assert set(ours) == {p if p.startswith("/") else f"/nix/store/{p}" for p in theirs}
+    for path, d in theirs.items():
+        mine = ours[path if path.startswith("/") else f"/nix/store/{path}"]
+        assert {k: v["path"] for k, v in d["outputs"].items()} == mine.outputs
+        assert {k: sorted(v) if isinstance(v, list) else sorted(v["outputs"]) for k, v in d["inputDrvs"].items()} \
+            == {k: sorted(v) for k, v in mine.input_drvs.items()}
+        assert sorted(d["inputSrcs"]) == sorted(mine.input_srcs)
+        assert (d["system"], d["builder"], d["args"], d["env"]) == \
+            (mine.system, mine.builder, list(mine.args), mine.env)

@@ -108,16 +108,16 @@ def _setting(d: Difference) -> str | None:
     """The option of the settings table a difference comes from, or None."""
     t = table("cuda-settings.json")
     if d.kind == "env":
-        changed = (d.added or ()) + (d.dropped or ())
-        if d.name in t["flags"]:
-            changed = tuple(i for i in changed if any(flag in i for flag in t["flags"][d.name]))
-            if not changed:
+        old, new = d.old, d.new
+        if d.name in t["flags"]:  # the flag's value among the other flags
+            old, new = (_flag_value(v, t["flags"][d.name]) for v in (d.old, d.new))
+            if old == new:
                 return None
         elif d.name not in t["env"]:
             return None
-        if changed and _only_ptx(d, t["ptx"]["markers"]):
-            return t["ptx"]["setting"]
-        return t["env"].get(d.name, "cudaCapabilities")
+        was, now = _items(old or ""), _items(new or "")
+        changed = tuple(i for i in was if i not in now) + tuple(i for i in now if i not in was)
+        return t["ptx"]["setting"] if _only_ptx(changed, t["ptx"]["markers"]) else "cudaCapabilities"
     if d.kind in ("input", "source"):
         if re.match(t["package_set"]["prefix"], d.name):
             return t["package_set"]["setting"]
@@ -126,42 +126,46 @@ def _setting(d: Difference) -> str | None:
     return None
 
 
-def _only_ptx(d: Difference, markers: list[str]) -> bool:
-    """The change is PTX alone: the items are the same once the markers are dropped."""
-    def bare(value):
-        items = _items(value or "")
+def _only_ptx(changed: tuple[str, ...], markers: list[str]) -> bool:
+    """Every item that changed is a PTX one (`9.0+PTX`, `90-virtual`), or
+    the same capability as one (`9.0` where `9.0+PTX` was)."""
+    def bare(item: str) -> str:
         for m in markers:
-            items = [i.replace(m, "") for i in items]
-        return sorted(set(items))
-    return bare(d.old) == bare(d.new)
+            item = item.replace(m, "")
+        return item
+    ptx = {bare(i) for i in changed if any(m in i for m in markers)}
+    return bool(ptx) and all(any(m in i for m in markers) or i in ptx for i in changed)
 
 
 def settings(diffs: list[Difference]) -> list[Setting]:
     """Each setting behind the differences once, with its two values: the
-    variable's values for capabilities and PTX, the package sets' versions,
-    the bottom derivation's names for a nixpkgs revision."""
+    variable's values (for flags, the flag's value) for capabilities and PTX;
+    for inputs, what was dropped and what was added, together: the package
+    sets' versions (`12.9` → `13.0`), the bottom derivations' names for a
+    nixpkgs revision."""
+    t = table("cuda-settings.json")
+    prefix = re.compile(t["package_set"]["prefix"])
     out: dict[tuple, Setting] = {}
-    prefix = re.compile(table("cuda-settings.json")["package_set"]["prefix"])
-    cuda = {"old": set(), "new": set()}
+    sides: dict[str, tuple[list, list]] = {}  # setting -> (REF's side, the target's side)
     for d in diffs:
         if d.setting is None:
             continue
-        if d.setting == table("cuda-settings.json")["package_set"]["setting"]:
-            side = "old" if d.old is not None else "new"
-            if d.old is None or d.new is None:
-                cuda[side].add(prefix.match(d.name)[1])
+        if d.kind in ("input", "source"):
+            was, now = sides.setdefault(d.setting, ([], []))
+            for side, value in ((was, d.old), (now, d.new)):
+                if value is not None:
+                    name = name_part(value).removesuffix(".drv")
+                    m = prefix.match(name) if d.setting == t["package_set"]["setting"] else None
+                    side.append(m[1] if m else name)
             continue
         old, new = d.old, d.new
-        flags = table("cuda-settings.json")["flags"].get(d.name) if d.kind == "env" else None
+        flags = t["flags"].get(d.name)
         if flags:  # the flag's value, not the whole list of flags
             old, new = (_flag_value(v, flags) for v in (d.old, d.new))
-        if d.kind in ("input", "source"):
-            old, new = (name_part(v).removesuffix(".drv") if v else None for v in (d.old, d.new))
         out.setdefault((d.setting, old, new), Setting(d.setting, old, new))
-    if cuda["old"] or cuda["new"]:
-        s = table("cuda-settings.json")["package_set"]["setting"]
-        old, new = ", ".join(sorted(cuda["old"])) or None, ", ".join(sorted(cuda["new"])) or None
-        out[(s, old, new)] = Setting(s, old, new)
+    for setting, (was, now) in sides.items():
+        old, new = (", ".join(sorted(set(v))) or None for v in (was, now))
+        out[(setting, old, new)] = Setting(setting, old, new)
     return list(out.values())
 
 
