@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
 from ..storepath import hash_part, is_store_basename
-from .graph import Closure, build_graph
 from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
@@ -212,7 +211,10 @@ class BinaryCache:
             pool.shutdown(wait=True, cancel_futures=True)
         return found
 
-    def closure(self, roots: list[str]) -> Closure:
+    def closure(self, roots: list[str]):
+        # graph.py brings numpy (a quarter of a second to import), which why-build, asking only narinfos, never needs.
+        from .graph import Closure, build_graph
+
         infos = self.narinfos(roots)
         entries = {p: {"nar_size": i.nar_size, "references": list(i.references)} for p, i in infos.items()}
         roots = list(dict.fromkeys(self.check_target(r) for r in roots))
