@@ -47,7 +47,7 @@ class Fetch:
 
 @dataclass
 class Plan:
-    build: list[str]  # .drv paths, sorted
+    build: list[str]  # .drv paths, by name
     fetch: list[Fetch]  # sorted by path
     because: dict[str, list[str]] = field(default_factory=dict)  # built drv -> its built input drvs
 
@@ -217,8 +217,10 @@ def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Su
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    built = sorted(build)
-    because = {d: sorted(dep for dep in graph[d].input_drvs if dep in build) for d in built}
+    def by_name(drvs):
+        return sorted(drvs, key=lambda d: (graph[d].name, d))
+    built = by_name(build)
+    because = {d: by_name(dep for dep in graph[d].input_drvs if dep in build) for d in built}
     return Plan(built, sorted(fetch.values(), key=lambda f: f.path), because)
 
 
