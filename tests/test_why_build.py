@@ -149,14 +149,15 @@ def test_narrowed_capabilities(world, over, tmp_path):
     because = {names_of([b["drv"]]).pop(): names_of(b["because"]) for b in report["build"]}
     assert because["torch-2.9.0"] == {"magma-2.9.0", "nccl-2.28.3"} and because["python3-env"] == {"torch-2.9.0"}
     md = (tmp_path / "pr.md").read_text()
-    assert "off the cache: cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9" in md
+    assert (f"this change takes `python3-env-{world['tag']}` off the cache: "
+            f"cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9") in md
     text = why_build(world, target, "--like", world["ref"], url=url)
     assert text.returncode == 1
     assert re.search(r"torch-2\.9\.0-wb\w+ ← magma-2\.9\.0-wb\w+, nccl-2\.28\.3-wb\w+", text.stdout), text.stdout
     assert "cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9" in text.stdout
 
 
-def test_a_patched_shared_dependency(world):
+def test_a_patched_shared_dependency(world, tmp_path):
     target = instantiate(world["expr"], world["tag"], zlibPatch=True)
     p = why_build(world, target, "--like", world["ref"], "--json")
     assert p.returncode == 1, p.stderr
@@ -172,6 +173,15 @@ def test_a_patched_shared_dependency(world):
     assert set(kinds) == {("env", "patches"), ("source", "zlib")}
     assert kinds["env", "patches"]["old"] is None and kinds["env", "patches"]["new"].endswith("-cve.patch")
     assert cause["settings"] == []
+    # The step summary is appended to, as the gate's is.
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    p = run_cli("why-build", target, "--store", f"file://{world['cache']}", "--like", world["ref"],
+                env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert p.returncode == 1 and "zlib-1.3.1" in p.stdout
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## closure-audit why-build: ❌")
+    assert re.search(r"\| `zlib-1\.3\.1-wb\w+` \| `zlib-1\.3\.1-wb\w+\.drv` \| yes \| — \| env patches, source ", text), text
 
 
 def test_the_reference_itself_needs_nothing_built(world):

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import UsageError
-from ..storepath import name_part
+from ..storepath import name_part, top_store_path
 from ..units import format_size
 from .text import printable
 
@@ -138,7 +138,9 @@ def setting_text(s) -> str:
 def why_build_markdown(targets: list[str], plan, names: dict[str, str], causes) -> str:
     """The gate's style: a verdict naming the settings that take the targets
     off the cache, the plan's counts, then each root cause with its like."""
-    what = ", ".join(f"`{_cell(t)}`" for t in targets)
+    # A .drv path is shown by its name; an installable as given.
+    what = ", ".join(f"`{_cell(name_part(t).removesuffix('.drv') if top_store_path(t) == t else t)}`"
+                     for t in targets)
     if not plan.build:
         lines = ["## closure-audit why-build: ✅ from the cache", "",
                  f"{what}: nothing to build; {len(plan.fetch)} paths to fetch ({format_size(plan.download_size)})."]
