@@ -217,6 +217,7 @@ def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Su
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
     def by_name(drvs):
         return sorted(drvs, key=lambda d: (graph[d].name, d))
     built = by_name(build)
