@@ -187,10 +187,11 @@ class Walker:
             self._file(real, st)
 
 
-class Walked(namedtuple("Walked", "targets mode roots scan scope files")):
+class Walked(namedtuple("Walked", "targets mode roots scan scope files unrooted")):
     """The targets as real paths, their mode and tree roots, what the walk
-    found (a Scan), the paths [ignore] patterns are relative to, and the
-    HostFiles the files were read from: the loader reads there too."""
+    found (a Scan), the paths [ignore] patterns are relative to, the
+    HostFiles the files were read from (the loader reads there too), and the
+    file targets in tree mode whose tree could not be told."""
 
     __slots__ = ()
 
@@ -202,7 +203,7 @@ def walk_targets(targets: list[str], *, root: str | None = None,
     """Read every ELF file of the targets. Links leading out of the targets
     are followed into the store (a Nix profile), never out of a tree.
     `ignore(path, scope)` drops the files a policy excludes."""
-    reals, mode, roots = resolve_targets(targets, root)
+    reals, mode, roots, unrooted = resolve_targets(targets, root)
     if mode == "nix-store":
         top = store_dir() + "/"
 
@@ -225,4 +226,4 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         walker.scan.problems.extend(files.problems)
     for t in reals:
         walker.add(t)
-    return Walked(reals, mode, roots, walker.scan, scope, files)
+    return Walked(reals, mode, roots, walker.scan, scope, files, unrooted)

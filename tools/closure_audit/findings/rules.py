@@ -28,6 +28,8 @@ class Rule(namedtuple("Rule", "id nix tree fields summary")):
 _RULES = (
     Rule("unresolved-library", ERROR, ERROR, ("needed", "searched"),
          "A DT_NEEDED library is found nowhere the loader looks."),
+    Rule("plugin-unresolved-library", WARNING, WARNING, ("needed", "searched", "plugin", "feature", "silence"),
+         "A library a plugin (only ever opened at run time) needs is found nowhere: its feature fails."),
     Rule("needs-preloaded-library", ERROR, WARNING, ("needed", "providers"),
          "A library cannot find a need it relies on the process having loaded already."),
     Rule("resolved-on-host", None, WARNING, ("needed", "host_path"),
@@ -51,6 +53,10 @@ _RULES = (
     # What objects open at run time (dlopen), named in their read-only data.
     Rule("unresolved-dlopen-library", ERROR, ERROR, ("needed", "string", "offset"),
          "A CUDA toolkit library an object opens at run time is not in the closure or tree."),
+    Rule("recommended-dlopen-library", WARNING, WARNING, ("needed", "string", "offset", "priority"),
+         "A library an object's dlopen note recommends is not in the closure or tree."),
+    Rule("dlopen-fallback-name", INFO, INFO, ("needed", "string", "offset", "loaded"),
+         "A name without a version is opened; glibc does not take the loaded versioned library for it."),
     Rule("optional-dlopen-library", INFO, INFO, ("needed", "string", "offset"),
          "An optional library an object may open at run time is not found: what needs it is off."),
     Rule("unknown-dlopen-library", INFO, INFO, ("needed", "string", "offset"),

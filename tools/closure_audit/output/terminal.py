@@ -142,7 +142,7 @@ def opened_table(rows, mode: str, short) -> Table:
     for r in rows:
         by_name[r.name].append(r)
     table = Table(title=Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')}",
-                                      ("  names in read-only data that objects may dlopen", "dim")),
+                                      ("  names in read-only data and dlopen notes that objects may dlopen", "dim")),
                   title_justify="left", header_style="dim", pad_edge=False, box=None)
     table.add_column("name", overflow="fold")
     table.add_column("class")
@@ -151,7 +151,9 @@ def opened_table(rows, mode: str, short) -> Table:
     for name, group in sorted(by_name.items(), key=lambda kv: (_CLASS_ORDER[kv[1][0].klass], kv[0])):
         worst = min(group, key=lambda r: (r.inside, r.how != ld.NOT_FOUND))
         openers = short(group[0].file) + (f" and {len(group) - 1} more" if len(group) > 1 else "")
-        if worst.how == ld.NOT_FOUND:
+        if worst.how == ld.NOT_FOUND and worst.fallback_for is not None:
+            found = Text(f"not found: a fallback of the loaded {short(worst.fallback_for)}", style="dim")
+        elif worst.how == ld.NOT_FOUND:
             found = Text("not found", style="bold red" if worst.klass == "toolkit" else "yellow")
         elif worst.how == ld.DRIVER:
             found = Text("driver", style="magenta")
@@ -161,7 +163,8 @@ def opened_table(rows, mode: str, short) -> Table:
             found = Text(f"{'host' if mode == 'tree' else 'outside'}: {printable(worst.path)}", style="yellow")
         else:
             found = Text(short(worst.path))
-        table.add_row(printable(name), Text(group[0].klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
+        klass = group[0].klass + (f", {group[0].priority} (dlopen note)" if group[0].priority else "")
+        table.add_row(printable(name), Text(klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
     return table
 
 
