@@ -251,8 +251,18 @@ def show_derivation(drv: str) -> dict:
 def test_the_reader_agrees_with_nix(world):
     from closure_audit.closure.derivation import read_graph
 
-    target = instantiate(world["expr"], world["tag"], zlibPatch=True)
+    # The fixture's scripts hold parentheses (`$((i+1))`); a derivation on it whose strings hold none
+    # takes the reader's other way.
+    target = subprocess.run(["nix-instantiate", "--expr", "--argstr", "tag", world["tag"], "--arg", "variants",
+                             str(world["expr"]), f'{{ tag, variants }}: builtins.derivation {{ name = "plain-${{tag}}"; '
+                             f'system = builtins.currentSystem; builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; '
+                             f'env = import variants {{ inherit tag; zlibPatch = true; }}; }}'],
+                            capture_output=True, text=True, check=True).stdout.strip()
     ours = read_graph([target])
+    def strings_hold_parentheses(d) -> bool:
+        return open(d.path).read().count("(") != 1 + len(d.outputs) + len(d.input_drvs) + len(d.env)
+    assert not strings_hold_parentheses(ours[target])
+    assert all(strings_hold_parentheses(d) for p, d in ours.items() if p != target)
     theirs = show_derivation(target)
     assert set(ours) == {p if p.startswith("/") else f"/nix/store/{p}" for p in theirs}
     for path, d in theirs.items():

@@ -9,11 +9,12 @@ A `.drv` file is one ATerm term:
          [("name","x"),("out","/nix/store/…-x")])      environment
 
 Strings escape only `"`, `\\`, newline, carriage return and tab, as JSON
-strings do; so the term becomes JSON by turning its parentheses (outside
-strings) into brackets, and the C JSON parser reads it. That is 5 to 10
-times cheaper than `nix derivation show --recursive` on the same graph
-(benchmarks/bench_why_build.py), which also needs the Nix daemon or store
-lock; the files are read directly.
+strings do; so the term becomes JSON by turning its parentheses into
+brackets, and the C JSON parser reads it. Where no string holds a
+parenthesis (the term's count of them is then exactly its tuples'), every
+parenthesis is turned at once (str.translate); otherwise only those outside
+strings are. The files are read directly; benchmarks/bench_why_build.py
+measures this against `nix derivation show --recursive`.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from ..nix import nix
 from ..storepath import name_part, store_dir, top_store_path
 
 # A string (kept as it is) or a parenthesis (made a bracket).
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[()]', re.S)
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[()]')
 _BRACKET = {"(": "[", ")": "]"}
+_BRACKETS = str.maketrans(_BRACKET)
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,13 @@ def parse_derivation(text: str, path: str) -> Derivation:
     """One `.drv` file's text; DerivationError when it is not a derivation."""
     if not text.startswith("Derive("):
         raise DerivationError(f"{path} is not a derivation (no Derive(...) term)")
+    body = text[6:]
     try:
-        term = json.loads(_TOKEN.sub(lambda m: _BRACKET.get(m[0], m[0]), text[6:]), strict=False)
-        outputs, inputs, srcs, system, builder, args, env = term
+        outputs, inputs, srcs, system, builder, args, env = json.loads(body.translate(_BRACKETS), strict=False)
+        tuples = 1 + len(outputs) + len(inputs) + len(env)
+        if body.count("(") != tuples or body.count(")") != tuples:  # a string holds one: turn only the others
+            outputs, inputs, srcs, system, builder, args, env = json.loads(
+                _TOKEN.sub(lambda m: _BRACKET.get(m[0], m[0]), body), strict=False)
         drv = Derivation(
             path,
             {_str(o[0]): _str(o[1]) for o in outputs},
