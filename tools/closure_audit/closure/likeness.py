@@ -46,15 +46,19 @@ class RootCause:
     settings: list[Setting]
 
 
-def explain(roots: list[Derivation], reference: dict[str, Derivation] | None, cached) -> list[RootCause]:
-    """Each root cause with its like in `reference` (None: no --like) and
-    their differences; `cached(drv)` says whether a derivation's outputs
-    can be had without building."""
+def likes(roots: list[Derivation], reference: dict[str, Derivation] | None) -> dict[str, Derivation | None]:
+    """Each root cause's like in `reference` (None: no --like), by the root cause's path."""
+    return {d.path: None if reference is None else find_like(d, reference) for d in roots}
+
+
+def explain(roots: list[Derivation], like: dict[str, Derivation | None], cached: dict[str, bool]) -> list[RootCause]:
+    """Each root cause with its like and their differences; `cached` says,
+    by path, whether a like's outputs can be had without building."""
     out = []
     for drv in roots:
-        like = None if reference is None else find_like(drv, reference)
-        diffs = [] if like is None else differences(like, drv)
-        out.append(RootCause(drv.path, drv.name, like and like.path, None if like is None else cached(like),
+        other = like[drv.path]
+        diffs = [] if other is None else differences(other, drv)
+        out.append(RootCause(drv.path, drv.name, other and other.path, None if other is None else cached[other.path],
                              diffs, settings(diffs)))
     return out
 

@@ -108,12 +108,14 @@ def invalid_paths(paths: list[str]) -> set[str]:
     return invalid
 
 
-def cached(drv: Derivation, substituters: Substituters) -> bool:
-    """All of the derivation's outputs are valid here or in a substituter."""
-    paths = list(drv.outputs.values())
-    if not all(paths):
-        return False
-    return all(substituters.lookup(p) is not None for p in invalid_paths(paths))
+def cached(drvs: list[Derivation], substituters: Substituters, workers: int = 32) -> dict[str, bool]:
+    """For each derivation, whether all its outputs are valid here or in a
+    substituter; the lookups run concurrently."""
+    paths = [p for d in drvs for p in d.outputs.values() if p]
+    invalid = sorted(invalid_paths(paths))
+    with ThreadPoolExecutor(max(1, min(workers, len(invalid) or 1)), thread_name_prefix="cached") as pool:
+        found = dict(zip(invalid, pool.map(substituters.lookup, invalid)))
+    return {d.path: all(p and found.get(p, True) is not None for p in d.outputs.values()) for d in drvs}
 
 
 def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Substituters,

@@ -26,7 +26,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..closure.derivation import instantiate, read_graph
-    from ..closure.likeness import explain
+    from ..closure.likeness import explain, likes
     from ..closure.plan import cached, make_plan, open_substituters
     from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
 
@@ -38,8 +38,9 @@ def run(args) -> int:
     try:
         graph = read_graph(targets)
         plan = make_plan(graph, targets, substituters, workers)
-        reference = None if like is None else read_graph([like])
-        causes = explain([graph[d] for d in plan.root_causes], reference, lambda d: cached(d, substituters))
+        roots = [graph[d] for d in plan.root_causes]
+        paired = likes(roots, None if like is None else read_graph([like]))
+        causes = explain(roots, paired, cached([d for d in paired.values() if d], substituters, workers))
     finally:
         substituters.close()
     names = {d: graph[d].name for d in plan.build}
