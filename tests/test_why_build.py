@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import uuid
 
@@ -273,3 +274,25 @@ def test_the_reader_agrees_with_nix(world):
         assert sorted(d["inputSrcs"]) == sorted(mine.input_srcs)
         assert (d["system"], d["builder"], d["args"], d["env"]) == \
             (mine.system, mine.builder, list(mine.args), mine.env)
+
+
+def test_several_caches_in_priority_order(world, tmp_path):
+    """Each path comes from the first cache, by Priority, that has it: here a
+    cache given second but asked first, holding cudart alone."""
+    first = tmp_path / "first"
+    (first / "nar").mkdir(parents=True)
+    (first / "nix-cache-info").write_text("StoreDir: /nix/store\nPriority: 10\n")
+    cudart = next(p for p in world["closure"] if "cudart" in p and not p.endswith(".drv"))
+    info = narinfo(world["cache"], cudart)
+    shutil.copy(world["cache"] / f"{os.path.basename(cudart)[:32]}.narinfo", first)
+    shutil.copy(world["cache"] / info["URL"], first / info["URL"])
+    target = instantiate(world["expr"], world["tag"], caps="8.9")
+    full = f"file://{world['cache']}"
+    p = run_cli("why-build", target, "--store", full, "--store", f"file://{first}", "--json")
+    assert p.returncode == 1, p.stderr
+    report = json.loads(p.stdout)
+    assert {f["path"]: f["store"] for f in report["fetch"]} == {
+        f["path"]: f"file://{first}" if f["path"] == cudart else full for f in report["fetch"]}
+    assert len(report["fetch"]) == 2
+    assert names_of(b["drv"] for b in report["build"]) == {"magma-2.9.0", "nccl-2.28.3", "torch-2.9.0",
+                                                            "python3-env"}
