@@ -148,6 +148,16 @@ def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Su
         if item is not None:
             waiting[path].append(item)
 
+    def ask_ahead(drv: Derivation) -> None:
+        """One level ahead: the outputs of the derivation's inputs are asked
+        next whether it is built (they are its inputs) or fetched (they are
+        most of its references); asking now takes the graph's depth out of
+        the time, at the cost of a few answers that may go unused."""
+        for dep, outs in drv.input_drvs.items():
+            for o in outs:
+                if graph[dep].outputs.get(o) in invalid:
+                    ask(graph[dep].outputs[o], None)
+
     def must_build(drv: Derivation) -> None:
         if drv.path not in build:
             build.add(drv.path)
@@ -162,7 +172,10 @@ def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Su
                 done.add(item)
                 return
             if path not in answers:
-                return ask(path, item)
+                ask(path, item)
+                if path in deriver:  # what it references is mostly among its derivation's inputs' outputs
+                    ask_ahead(deriver[path])
+                return
             done.add(item)
             answer = answers[path]
             if answer is None:
@@ -188,22 +201,17 @@ def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Su
         if unknown:
             for o in unknown:
                 ask(o, item)
-            # One level ahead: were this derivation built, its inputs' outputs are asked next; asking now
-            # takes the graph's depth out of the time, at the cost of a few answers unused if it is fetched.
-            for dep, outs in drv.input_drvs.items():
-                for o in outs:
-                    if graph[dep].outputs.get(o) in invalid:
-                        ask(graph[dep].outputs[o], None)
+            ask_ahead(drv)
             return
         done.add(item)
         work.extend(("opaque", o) for o in missing)
 
-    known = set(outputs)
+    deriver = {o: d for d in graph.values() for o in d.outputs.values() if o}
 
     def valid(path: str) -> bool:
         """Outputs as Nix's database says; other paths (what fetched paths
         reference) by their presence in the store directory."""
-        return path not in invalid if path in known else os.path.lexists(path)
+        return path not in invalid if path in deriver else os.path.lexists(path)
 
     try:
         while work or in_flight:
