@@ -112,12 +112,10 @@ def _setting(d: Difference) -> str | None:
     """The option of the settings table a difference comes from, or None."""
     t = table("cuda-settings.json")
     if d.kind == "env":
-        old, new = d.old, d.new
-        if d.name in t["flags"]:  # the flag's value among the other flags
-            old, new = (_flag_value(v, t["flags"][d.name]) for v in (d.old, d.new))
-            if old == new:
-                return None
-        elif d.name not in t["env"]:
+        if d.name not in t["flags"] and d.name not in t["env"]:
+            return None
+        old, new = _values(d, t)
+        if old == new:  # flags changed, but not the CUDA one
             return None
         was, now = _items(old or ""), _items(new or "")
         changed = tuple(i for i in was if i not in now) + tuple(i for i in now if i not in was)
@@ -162,15 +160,18 @@ def settings(diffs: list[Difference]) -> list[Setting]:
                     m = prefix.match(name) if d.setting == t["package_set"]["setting"] else None
                     side.append(m[1] if m else name)
             continue
-        old, new = d.old, d.new
-        flags = t["flags"].get(d.name)
-        if flags:  # the flag's value, not the whole list of flags
-            old, new = (_flag_value(v, flags) for v in (d.old, d.new))
+        old, new = _values(d, t)
         out.setdefault((d.setting, old, new), Setting(d.setting, old, new))
     for setting, (was, now) in sides.items():
         old, new = (", ".join(sorted(set(v))) or None for v in (was, now))
         out[(setting, old, new)] = Setting(setting, old, new)
     return list(out.values())
+
+
+def _values(d: Difference, t: dict) -> tuple[str | None, str | None]:
+    """A variable's two values; for a list of flags, the CUDA flag's value among them."""
+    flags = t["flags"].get(d.name)
+    return (_flag_value(d.old, flags), _flag_value(d.new, flags)) if flags else (d.old, d.new)
 
 
 def _flag_value(value: str | None, flags: list[str]) -> str | None:
