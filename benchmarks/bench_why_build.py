@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -76,10 +75,11 @@ def instantiate(expr: Path, **args: str) -> str:
 
 
 def timed(label: str, cmd: list[str], runs: int, xdg: Path):
-    """Each run starts with empty narinfo caches: closure-audit's and Nix's live under XDG_CACHE_HOME."""
-    os.environ["XDG_CACHE_HOME"] = str(xdg)
-    return measure(label, ["sh", "-c", 'rm -rf "$XDG_CACHE_HOME" && mkdir -p "$XDG_CACHE_HOME" && exec "$@"',
-                           "sh", *cmd], runs)
+    """Each run starts with empty narinfo caches (closure-audit's and Nix's
+    live under XDG_CACHE_HOME): a new directory, so that no run pays for
+    deleting what the one before wrote."""
+    xdg.mkdir(exist_ok=True)
+    return measure(label, ["sh", "-c", 'export XDG_CACHE_HOME=$(mktemp -d -p "$0"); exec "$@"', str(xdg), *cmd], runs)
 
 
 def show_derivation(drv: str) -> list[str]:
