@@ -28,9 +28,8 @@ pytestmark = needs_nix
 DEFAULT_CAPS = "7.5;8.0;8.6;8.9;9.0"
 
 VARIANTS = r"""
-{ tag, caps ? "7.5;8.0;8.6;8.9;9.0", zlibPatch ? false }:
+{ tag, caps ? "7.5;8.0;8.6;8.9;9.0", zlibPatch ? false, system ? builtins.currentSystem }:
 let
-  system = builtins.currentSystem;
   # An output that references its inputs (its runtime closure) and compresses well.
   pkg = name: deps: env: builtins.derivation ({
     name = "${name}-${tag}";
@@ -296,3 +295,18 @@ def test_several_caches_in_priority_order(world, tmp_path):
     assert len(report["fetch"]) == 2
     assert names_of(b["drv"] for b in report["build"]) == {"magma-2.9.0", "nccl-2.28.3", "torch-2.9.0",
                                                             "python3-env"}
+
+
+def test_installables_are_instantiated(world, tmp_path):
+    """A flake's attribute, as a user names it, gives the same answer as its .drv."""
+    system = subprocess.run(["nix-instantiate", "--eval", "--expr", "builtins.currentSystem"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    (tmp_path / "variants.nix").write_text(VARIANTS)
+    (tmp_path / "flake.nix").write_text(
+        f'{{ outputs = {{ self }}: {{ packages.{system}.narrow = import ./variants.nix '
+        f'{{ tag = "{world["tag"]}"; caps = "8.9"; system = {system}; }}; }}; }}\n')
+    drv = instantiate(world["expr"], world["tag"], caps="8.9")
+    p = why_build(world, f"path:{tmp_path}#narrow", "--json")
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["target"] == [drv]
+    fails_closed(["why-build", f"path:{tmp_path}#absent", "--store", f"file://{world['cache']}"], "absent")
