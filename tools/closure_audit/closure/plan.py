@@ -121,118 +121,126 @@ def cached(drvs: list[Derivation], substituters: Substituters, workers: int = 32
 def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Substituters,
               workers: int = 32) -> Plan:
     """The plan for all outputs of `targets` (paths in `graph`)."""
-    outputs = [o for d in graph.values() for o in d.outputs.values() if o]
-    invalid = invalid_paths(outputs)
-    build: set[str] = set()
-    fetch: dict[str, Fetch] = {}
-    answers: dict[str, tuple[NarInfo, str] | None] = {}
-    waiting: dict[str, list[tuple]] = {}  # path asked about -> work items to run again once answered
-    done: set = set()
-    work: deque = deque(("built", t, tuple(graph[t].outputs)) for t in targets)
-    finished: queue.SimpleQueue = queue.SimpleQueue()
-    in_flight = 0
-    pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="plan")
+    walk = _Walk(graph, substituters, workers)
+    walk.run([("built", t, tuple(graph[t].outputs)) for t in targets])
 
-    def ask(path: str, item: tuple | None) -> None:
+    def by_name(drvs):
+        return sorted(drvs, key=lambda d: (graph[d].name, d))
+    built = by_name(walk.build)
+    because = {d: by_name(dep for dep in graph[d].input_drvs if dep in walk.build) for d in built}
+    return Plan(built, sorted(walk.fetch.values(), key=lambda f: f.path), because)
+
+
+class _Walk:
+    """Nix's walk over work items: ("built", drv, outputs wanted) and
+    ("opaque", store path). An item whose lookups are not answered yet waits
+    for them and runs again; lookups run on a pool, answers come back on a
+    queue to this one thread, which alone touches the walk's state."""
+
+    def __init__(self, graph: dict[str, Derivation], substituters: Substituters, workers: int):
+        self.graph = graph
+        self.substituters = substituters
+        self.deriver = {o: d for d in graph.values() for o in d.outputs.values() if o}
+        self.invalid = invalid_paths(list(self.deriver))
+        self.build: set[str] = set()
+        self.fetch: dict[str, Fetch] = {}
+        self.answers: dict[str, tuple[NarInfo, str] | None] = {}
+        self.waiting: dict[str, list[tuple]] = {}  # path asked about -> items to run again once answered
+        self.done: set = set()
+        self.work: deque = deque()
+        self.finished: queue.SimpleQueue = queue.SimpleQueue()
+        self.in_flight = 0
+        self.workers = max(1, workers)
+
+    def run(self, items: list[tuple]) -> None:
+        self.work.extend(items)
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="plan")
+        try:
+            while self.work or self.in_flight:
+                while self.work:
+                    item = self.work.popleft()
+                    if item not in self.done:
+                        (self.opaque if item[0] == "opaque" else self.built)(item)
+                if self.in_flight:
+                    path, future = self.finished.get()
+                    self.in_flight -= 1
+                    self.answers[path] = future.result()
+                    self.work.extend(self.waiting.pop(path))
+        except BaseException:
+            self.substituters.cancel()  # what is in flight need not be retried: the walk has failed
+            raise
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def valid(self, path: str) -> bool:
+        """Outputs as Nix's database says; other paths (what fetched paths
+        reference) by their presence in the store directory."""
+        return path not in self.invalid if path in self.deriver else os.path.lexists(path)
+
+    def ask(self, path: str, item: tuple | None) -> None:
         """Look `path` up (once), and run `item` again when the answer is in."""
-        nonlocal in_flight
-        if path in answers:
+        if path in self.answers:
             if item is not None:
-                work.append(item)
+                self.work.append(item)
             return
-        if path not in waiting:
-            waiting[path] = []
-            future = pool.submit(substituters.lookup, path)
-            future.add_done_callback(lambda f, p=path: finished.put((p, f)))
-            in_flight += 1
+        if path not in self.waiting:
+            self.waiting[path] = []
+            future = self.pool.submit(self.substituters.lookup, path)
+            future.add_done_callback(lambda f, p=path: self.finished.put((p, f)))
+            self.in_flight += 1
         if item is not None:
-            waiting[path].append(item)
+            self.waiting[path].append(item)
 
-    def ask_ahead(drv: Derivation) -> None:
+    def ask_ahead(self, drv: Derivation) -> None:
         """One level ahead: the outputs of the derivation's inputs are asked
         next whether it is built (they are its inputs) or fetched (they are
         most of its references); asking now takes the graph's depth out of
         the time, at the cost of a few answers that may go unused."""
         for dep, outs in drv.input_drvs.items():
             for o in outs:
-                if graph[dep].outputs.get(o) in invalid:
-                    ask(graph[dep].outputs[o], None)
+                if self.graph[dep].outputs.get(o) in self.invalid:
+                    self.ask(self.graph[dep].outputs[o], None)
 
-    def must_build(drv: Derivation) -> None:
-        if drv.path not in build:
-            build.add(drv.path)
-            work.extend(("built", dep, outs) for dep, outs in drv.input_drvs.items())
+    def must_build(self, drv: Derivation) -> None:
+        if drv.path not in self.build:
+            self.build.add(drv.path)
+            self.work.extend(("built", dep, outs) for dep, outs in drv.input_drvs.items())
 
-    def step(item: tuple) -> None:
-        if item in done:
+    def opaque(self, item: tuple) -> None:
+        path = item[1]
+        if self.valid(path):
+            self.done.add(item)
             return
-        if item[0] == "opaque":
-            path = item[1]
-            if valid(path):
-                done.add(item)
-                return
-            if path not in answers:
-                ask(path, item)
-                if path in deriver:  # what it references is mostly among its derivation's inputs' outputs
-                    ask_ahead(deriver[path])
-                return
-            done.add(item)
-            answer = answers[path]
-            if answer is None:
-                raise ClosureError(f"{path} is neither valid here nor in any substituter, and no "
-                                   f"derivation of the targets builds it")
-            fetch[path] = Fetch(path, answer[0], answer[1])
-            work.extend(("opaque", ref) for ref in answer[0].references)
+        if path not in self.answers:
+            self.ask(path, item)
+            if path in self.deriver:
+                self.ask_ahead(self.deriver[path])
             return
-        _, path, wanted = item
-        drv = graph[path]
+        self.done.add(item)
+        answer = self.answers[path]
+        if answer is None:
+            raise ClosureError(f"{path} is neither valid here nor in any substituter, and no derivation of "
+                               f"the targets builds it")
+        self.fetch[path] = Fetch(path, answer[0], answer[1])
+        self.work.extend(("opaque", ref) for ref in answer[0].references)
+
+    def built(self, item: tuple) -> None:
+        drv = self.graph[item[1]]
         # An output without a path (content-addressed, or not an output of it) is not known to any cache.
-        missing = [p for p in (drv.outputs.get(o, "") for o in wanted) if not p or p in invalid]
+        missing = [p for p in (drv.outputs.get(o, "") for o in item[2]) if not p or p in self.invalid]
         if not missing:
-            done.add(item)
-            return
-        if not drv.substitutes_allowed() or not all(missing):
-            done.add(item)
-            return must_build(drv)
-        unknown = [o for o in missing if o not in answers]
-        if any(answers.get(o, True) is None for o in missing):
-            done.add(item)
-            return must_build(drv)
-        if unknown:
+            self.done.add(item)
+        elif (not drv.substitutes_allowed() or not all(missing)
+              or any(self.answers.get(o, True) is None for o in missing)):
+            self.done.add(item)
+            self.must_build(drv)
+        elif unknown := [o for o in missing if o not in self.answers]:
             for o in unknown:
-                ask(o, item)
-            ask_ahead(drv)
-            return
-        done.add(item)
-        work.extend(("opaque", o) for o in missing)
-
-    deriver = {o: d for d in graph.values() for o in d.outputs.values() if o}
-
-    def valid(path: str) -> bool:
-        """Outputs as Nix's database says; other paths (what fetched paths
-        reference) by their presence in the store directory."""
-        return path not in invalid if path in deriver else os.path.lexists(path)
-
-    try:
-        while work or in_flight:
-            while work:
-                step(work.popleft())
-            if in_flight:
-                path, future = finished.get()
-                in_flight -= 1
-                answers[path] = future.result()
-                work.extend(waiting.pop(path))
-    except BaseException:
-        substituters.cancel()  # what is in flight need not be retried: the walk has failed
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-    def by_name(drvs):
-        return sorted(drvs, key=lambda d: (graph[d].name, d))
-    built = by_name(build)
-    because = {d: by_name(dep for dep in graph[d].input_drvs if dep in build) for d in built}
-    return Plan(built, sorted(fetch.values(), key=lambda f: f.path), because)
+                self.ask(o, item)
+            self.ask_ahead(drv)
+        else:  # every missing output is in a cache: fetched, with its runtime closure
+            self.done.add(item)
+            self.work.extend(("opaque", o) for o in missing)
 
 
 def open_substituters(urls: list[str] | None, keys: str | None, refresh: bool, workers: int) -> Substituters:
@@ -251,3 +259,21 @@ def open_substituters(urls: list[str] | None, keys: str | None, refresh: bool, w
             keys = settings.get("trusted-public-keys") or None
     trusted = None if keys is None else parse_public_keys(keys)
     return Substituters([BinaryCache(u, trusted, workers=workers, refresh=refresh) for u in urls])
+
+
+def why_build(targets: list[str], like: str | None, substituters: Substituters, workers: int = 32):
+    """The plan for the targets' .drv paths, the names of what it builds,
+    and its root causes explained against the graph of `like` (a .drv path,
+    or None). The reference graph is read while the walk waits on the
+    network."""
+    from .derivation import read_graph
+    from .likeness import explain, likes
+
+    with ThreadPoolExecutor(1, thread_name_prefix="reference") as reader:
+        reference = None if like is None else reader.submit(read_graph, [like])
+        graph = read_graph(targets)
+        plan = make_plan(graph, targets, substituters, workers)
+        roots = [graph[d] for d in plan.root_causes]
+        paired = likes(roots, None if reference is None else reference.result())
+    causes = explain(roots, paired, cached([d for d in paired.values() if d], substituters, workers))
+    return plan, {d: graph[d].name for d in plan.build}, causes

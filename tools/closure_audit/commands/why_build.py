@@ -25,9 +25,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.derivation import instantiate, read_graph
-    from ..closure.likeness import explain, likes
-    from ..closure.plan import cached, make_plan, open_substituters
+    from ..closure.derivation import instantiate
+    from ..closure.plan import open_substituters, why_build
     from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
 
     check_markdown_option(args.markdown, args.json)
@@ -36,14 +35,9 @@ def run(args) -> int:
     like = None if args.like is None else instantiate(args.like)
     substituters = open_substituters(args.store, args.trusted_public_keys, args.refresh, workers)
     try:
-        graph = read_graph(targets)
-        plan = make_plan(graph, targets, substituters, workers)
-        roots = [graph[d] for d in plan.root_causes]
-        paired = likes(roots, None if like is None else read_graph([like]))
-        causes = explain(roots, paired, cached([d for d in paired.values() if d], substituters, workers))
+        plan, names, causes = why_build(targets, like, substituters, workers)
     finally:
         substituters.close()
-    names = {d: graph[d].name for d in plan.build}
     write_summary(lambda: why_build_markdown(args.targets, plan, names, causes), args.markdown)
     if args.json:
         from ..output.json_report import emit, why_build_json
