@@ -12,6 +12,7 @@ import tempfile
 import pytest
 
 from closure_audit.commands.audit import audit as run_audit
+from conftest import validate
 from parts import require
 from closure_audit.errors import TargetError
 from closure_audit.findings.policy import Policy, parse_policy
@@ -277,6 +278,7 @@ def test_unreadable_file():
                            capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))
         report = json.loads(p.stdout)
+        validate(report)
         (f,) = report["findings"]
         assert (f["rule"], f["file"], f["reason"]) == ("invalid-elf", secret, "unreadable: permission denied")
         assert p.returncode == 0  # a warning does not fail the audit

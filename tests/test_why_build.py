@@ -231,11 +231,23 @@ def test_a_target_that_is_not_a_derivation(world, tmp_path):
     fails_closed(["why-build", "/nix/store/" + "a" * 32 + "-gone.drv"], "no such derivation")
 
 
+def test_an_output_path_stands_for_its_derivation(world, tmp_path):
+    drv = subprocess.run(["nix-instantiate", "--expr", f'builtins.derivation {{ name = "built-{world["tag"]}"; '
+                          f'system = builtins.currentSystem; builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; }}'],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(["nix-build", drv, "--no-out-link"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "result").symlink_to(out)
+    p = why_build(world, str(tmp_path / "result"), "--json")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["target"] == [drv] and report["build"] == [] and report["fetch"] == []
+
+
 def test_help_and_a_mistyped_command():
     p = run_cli("why-build", "--help")
     assert p.returncode == 0 and "why-build" in p.stdout and "--like" in p.stdout
     assert "why-build" in run_cli("--help").stdout
-    fails_closed(["why-biuld", "x.drv"], "'why-biuld' is not a command", "why-build")
+    fails_closed(["why-biuld", "x.drv"], "unknown command 'why-biuld'", "did you mean why-build")
 
 
 def show_derivation(drv: str) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from .storepath import parse_name
+from .storepath import package_key, parse_name
 
 # The entries of NVIDIA's CUDA and cuDNN manifests (pkgs/cuda/manifests; a
 # test keeps the two in step), and the other NVIDIA libraries nixpkgs'
@@ -30,13 +30,12 @@ REDIST_NAMES = frozenset({
     "cudatoolkit", "cuda-merged", "nccl", "cutensor", "libcutensor", "cusparselt", "libcusparse_lt",
     "tensorrt", "libnvshmem", "nvshmem",
 })
-_RELEASE_PREFIX = re.compile(r"^cuda\d+(?:\.\d+)?-")
 
 
 def is_cuda_redist(store_name: str) -> bool:
     """`store_name` is the part of a store path after the hash."""
-    pname = _RELEASE_PREFIX.sub("", parse_name(store_name)[0])
-    return pname in REDIST_NAMES
+    family, pname = package_key(parse_name(store_name)[0])
+    return family in ("", "cuda") and pname in REDIST_NAMES
 
 
 # What ships each CUDA library: (file name patterns, the redistributable, the
@@ -80,3 +79,20 @@ def install_hint(name: str) -> str:
     redist, wheel = found
     suffix = "XX: the CUDA major" if wheel.endswith("-cuXX") else f"{wheel}-cu12 for CUDA 12"
     return f"the {wheel} wheel ({suffix}) or the {redist} redistributable"
+
+
+# Libraries whose SONAME's major version is the CUDA release's (cuFFT,
+# cuRAND, cuSOLVER, cuSPARSE, cuDNN and NCCL number theirs on their own).
+RELEASE_NUMBERED = ("libcudart", "libcublas", "libcublasLt", "libnvblas", "libnvrtc", "libnvJitLink", "libcupti")
+
+
+def wheel_for(soname: str) -> str | None:
+    """The pip requirement that provides a library of RELEASE_NUMBERED:
+    `libcudart.so.13` -> `nvidia-cuda-runtime==13.*`, `libcudart.so.12` ->
+    `nvidia-cuda-runtime-cu12`."""
+    m = re.fullmatch(r"(lib\w+)\.so\.(\d+)", soname)
+    found = library_package(soname) if m and m[1] in RELEASE_NUMBERED else None
+    if found is None:
+        return None
+    wheel, major = found[1], int(m[2])
+    return f"{wheel}=={major}.*" if major >= 13 else f"{wheel}-cu{major}"

@@ -10,6 +10,10 @@ import re
 from .errors import TargetError
 from .storepath import store_dir
 
+# What a closure command (size, why, diff, gate, report) takes as a target.
+CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a saved "
+                   "`nix path-info --json --recursive` dump")
+
 
 def is_wheel(path: str) -> bool:
     """A Python wheel: audited as the tree it unpacks to."""

@@ -123,12 +123,15 @@ def is_derivation_path(path: str) -> bool:
 def instantiate(target: str) -> str:
     """The .drv path of a target: a .drv store path, or an installable
     (`.#python3Packages.torch`, `nixpkgs#hello`) instantiated without building
-    it (`nix path-info --derivation`)."""
+    it (`nix path-info --derivation`). An output path (a `result` link)
+    stands for the derivation that made it, where that is known here."""
     store = store_dir()
     if os.path.lexists(target) or target.startswith(store + "/"):
         path = os.path.realpath(target) if os.path.lexists(target) else target
-        if top_store_path(path, store) != path or not path.endswith(".drv"):
+        if top_store_path(path, store) != path:
             raise DerivationError(f"{target} is not a derivation (give a .drv store path or an installable)")
+        if not path.endswith(".drv"):
+            path = _deriver(target, path)
         if not os.path.isfile(path):
             raise DerivationError(f"{target}: no such derivation in the local store")
         return path
@@ -139,3 +142,14 @@ def instantiate(target: str) -> str:
         raise DerivationError(f"{target} is not a derivation (nix path-info --derivation gives "
                               f"{' '.join(out) or 'nothing'})")
     return out[0]
+
+
+def _deriver(target: str, path: str) -> str:
+    from ..nix import find, run
+
+    tool = find("nix-store", error=DerivationError, why="to find the derivation of an output path")
+    drv = run([tool, "--query", "--deriver", path], f"{target}", DerivationError).strip()
+    if not drv.endswith(".drv") or not os.path.isfile(drv):
+        raise DerivationError(f"{target} is not a derivation, nor the output of one known here (give a .drv "
+                              f"store path or an installable)")
+    return drv

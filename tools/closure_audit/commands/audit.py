@@ -26,6 +26,9 @@ def add_arguments(p) -> None:
     p.add_argument("--tree", metavar="FILE", help="show the resolved dependency tree of one object")
     p.add_argument("--root", metavar="DIR", help="the tree libraries must resolve in (tree mode; "
                    "default: each directory target, or a lone file's venv, conda env or site-packages)")
+    p.add_argument("--opened", action="store_true",
+                   help="list every name objects may open at run time, one line each (by default one summary "
+                        "line after the findings; --json always lists them)")
     p.add_argument("--driver-dir", metavar="DIR", action="append",
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
 
@@ -174,7 +177,7 @@ def run(args) -> int:
     else:
         from ..output.terminal import console, render_audit
 
-        render_audit(report, console(), chain)
+        render_audit(report, console(), chain, args.opened)
     return 1 if report.failed else 0
 
 
@@ -215,6 +218,8 @@ def tree_chain(report: Report, loader, path: str):
     candidates = [path] + [os.path.join(t, path) for t in report.targets if os.path.isdir(t)]
     found = next((c for c in candidates if os.path.isfile(c)), None)
     if found is None:
+        if any(os.path.isdir(c) for c in candidates):
+            raise UsageError(f"--tree takes one ELF file of the tree, not a directory: {path}")
         raise UsageError(f"--tree: file not found: {path}")
     real = os.path.realpath(found)
     try:

@@ -133,8 +133,6 @@ class Walker:
             return
         scan = self.scan
         scan.files += 1
-        if self.progress is not None and scan.files % 512 == 0:
-            self.progress(scan.files)
         elf: tuple[str, str | None] | None = None
         try:
             info = self.files.read_elf(path)
@@ -153,6 +151,8 @@ class Walker:
                     self.found(path, info)
         self._seen_files[key] = elf
         self._count(elf)
+        if self.progress is not None and scan.files % 512 == 0:  # counted once read
+            self.progress(scan.files)
 
     def _count(self, elf: tuple[str, str | None] | None) -> None:
         held = self._held
@@ -226,4 +226,6 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         walker.scan.problems.extend(files.problems)
     for t in reals:
         walker.add(t)
+    if progress is not None:  # the last figure shown is the summary's
+        progress(walker.scan.files)
     return Walked(reals, mode, roots, walker.scan, scope, files, unrooted)
