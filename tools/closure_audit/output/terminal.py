@@ -432,12 +432,18 @@ def render_archs(console, report) -> None:
         if request is not None and f.prunable:
             title.append(f" · {format_size(f.prunable)} unused", style="yellow")
         table = _Table(title=title, title_justify="left", header_style="dim", pad_edge=False, box=None)
-        for col, just in (("code", "left"), ("section", "left"), ("entries", "right"), ("stored", "right"),
-                          ("uncompressed", "right"), ("compression", "left"), ("", "left")):
-            table.add_column(col, justify=just)
-        for g in f.groups[:MAX_ROWS]:
+        # Kernels where they were read (the judgement's, or all with --kernels); blank where not.
+        counted = [f.kernels.counted(g) for g in f.groups]
+        kernels = any(k is not None for k in counted)
+        for col, just in (("code", "left"), ("section", "left"), ("entries", "right"), ("kernels", "right"),
+                          ("stored", "right"), ("uncompressed", "right"), ("compression", "left"), ("", "left")):
+            if col != "kernels" or kernels:
+                table.add_column(col, justify=just)
+        for g, k in list(zip(f.groups, counted))[:MAX_ROWS]:
             code = g.code.name + (" (debug)" if g.debug else "")
-            table.add_row(code, printable(g.section), f"{g.entries:,}", format_size(g.stored), format_size(g.uncompressed),
+            cells = [code, printable(g.section), f"{g.entries:,}"] + ([] if not kernels else [
+                "" if k is None else f"{k:,}"])
+            table.add_row(*cells, format_size(g.stored), format_size(g.uncompressed),
                           ", ".join(sorted(g.compression)), _use(g.wanted))
         if len(f.groups) > MAX_ROWS:
             table.add_row(Text(f"… {len(f.groups) - MAX_ROWS} more (--json lists all)", style="dim"))
