@@ -16,9 +16,8 @@ import signal
 import sys
 
 from . import __version__
-from .errors import InputError, UsageError
+from .errors import Exit, InputError, UsageError
 
-EXIT_USAGE = 2
 # Each is a module of commands/ with HELP, add_arguments(parser) and run(args).
 COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor", "why-build")
 
@@ -118,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except InputError as exc:
         print(f"closure-audit: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return Exit.USAGE
     except KeyboardInterrupt:
         print("closure-audit: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         return reader_gone()
 

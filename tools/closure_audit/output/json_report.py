@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .. import __version__, schemas
+from ..findings.rules import SEVERITIES
 from .text import utf8
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing
@@ -42,7 +43,7 @@ def envelope(command: str, target: list[str], mode: str, findings: list[Finding]
         "mode": mode,
         "summary": {
             **summary,
-            "findings": {s: counts.get(s, 0) for s in ("error", "warning", "info")},
+            "findings": {s: counts.get(s, 0) for s in SEVERITIES},
             "rules": dict(sorted(Counter(f.rule for f in findings).items())),
         },
         "findings": [f.to_json() for f in findings],
@@ -222,7 +223,7 @@ def doctor_json(host, facts, checks, findings) -> dict:
     modes = {f.mode for f in facts}
     mode = "host" if not facts else modes.pop() if len(modes) == 1 else "mixed"
     return envelope("doctor", [t for f in facts for t in f.targets], mode, findings,
-                    {"checks": len(checks), **{s: status.get(s, 0) for s in ("ok", "info", "warning", "error")}},
+                    {"checks": len(checks), **{s: status.get(s, 0) for s in ("ok", *reversed(SEVERITIES))}},
                     host={"root": host.root, "kind": host.kind, "description": host.description,
                           "container": host.container, "tegra_release": host.tegra_release,
                           "driver": None if d is None else {"path": d.path, "real": d.real, "version": d.version,

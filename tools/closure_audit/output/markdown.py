@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 from ..errors import UsageError
+from ..findings.rules import has_error
 from ..storepath import name_part, top_store_path
 from ..units import format_growth, format_size
 from .text import printable, version_change
@@ -21,7 +22,7 @@ def _cell(text: str) -> str:
 
 
 def _verdict(command: str, findings) -> list[str]:
-    failed = any(f.severity == "error" for f in findings)
+    failed = has_error(findings)
     return [f"## closure-audit {command}: {'❌ failed' if failed else '✅ passed'}", ""]
 
 

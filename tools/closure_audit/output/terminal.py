@@ -12,13 +12,13 @@ from rich.tree import Tree
 
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject, Resolution
-from ..findings.rules import RULES, SEVERITY_RANK
+from ..findings.rules import ERROR, INFO, RULES, SEVERITIES, SEVERITY_RANK, WARNING
 from ..storepath import name_part, top_store_path
 from ..paths import relative_to
 from ..units import format_growth, format_size
 from .text import printable, version_change
 
-STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
               "already loaded": "dim", "already loaded (process)": "dim"}
 _KIND_STYLE = {"runpath-used": "bold red", "runpath-unused": "yellow", "needed": "bold red",
@@ -76,12 +76,12 @@ def header(console, command: str, mode: str, targets: list[str]) -> None:
 
 
 def counts(findings) -> Text:
-    errors = sum(1 for f in findings if f.severity == "error")
-    warnings = sum(1 for f in findings if f.severity == "warning")
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    warnings = sum(1 for f in findings if f.severity == WARNING)
     t = Text()
-    t.append(_plural(errors, "error"), style=STYLE["error"] if errors else "green")
+    t.append(_plural(errors, ERROR), style=STYLE[ERROR] if errors else "green")
     t.append(", ")
-    t.append(_plural(warnings, "warning"), style=STYLE["warning"] if warnings else "green")
+    t.append(_plural(warnings, WARNING), style=STYLE[WARNING] if warnings else "green")
     return t
 
 
@@ -109,7 +109,7 @@ def findings_tables(console, findings, short=printable) -> None:
 
 
 def verdict(console, findings) -> None:
-    errors = sum(1 for f in findings if f.severity == "error")
+    errors = sum(1 for f in findings if f.severity == ERROR)
     console.print()
     if errors:
         console.print(Text(f"FAIL: {_plural(errors, 'finding')} of severity error", style="bold red"))
@@ -471,8 +471,7 @@ def render_archs(console, report) -> None:
 
 # -- doctor ----------------------------------------------------------------------
 
-_STATUS = {"ok": ("ok", "green"), "info": ("info", "cyan"), "warning": ("warning", "yellow"),
-           "error": ("error", "bold red")}
+_STATUS = {"ok": ("ok", "green"), **{s: (s, STYLE[s]) for s in SEVERITIES}}
 
 
 def render_doctor(console, host, facts, checks, findings) -> None:
