@@ -19,7 +19,7 @@ from . import __version__
 from .errors import Exit, InputError, UsageError
 
 # Each is a module of commands/ with HELP, add_arguments(parser) and run(args).
-COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor")
+COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor", "why-build")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -54,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command(name: str):
-    return importlib.import_module(f".commands.{name}", __package__)
+    return importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

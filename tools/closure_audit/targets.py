@@ -43,6 +43,16 @@ class Target(NamedTuple):
 _FLAKE_REF = re.compile(r"[a-z][a-z0-9+.-]*:")
 
 
+def is_installable(target: str) -> bool:
+    """A name Nix evaluates: a flake output (.#torch, nixpkgs#hello) or a flake reference."""
+    return "#" in target or bool(_FLAKE_REF.match(target))
+
+
+def nowhere(target: str) -> TargetError:
+    """The one error for a target that is neither a path here nor an installable."""
+    return TargetError(f"target not found: {target}")
+
+
 def resolve_target(target: str, build: bool = False, installables: bool = True) -> Target:
     """A target as a path: a path or a result link as its real path, an
     installable (.#torch, nixpkgs#hello) as its output's store path, built
@@ -58,8 +68,8 @@ def resolve_target(target: str, build: bool = False, installables: bool = True) 
         return Target(target, real, top_store_path(real, store))
     if target.startswith(store + "/"):
         raise TargetError(f"path '{target}' is not in the store")
-    if not installables or ("#" not in target and not _FLAKE_REF.match(target)):
-        raise TargetError(f"target not found: {target}")
+    if not installables or not is_installable(target):
+        raise nowhere(target)
     path = _installable(target, build)
     return Target(target, path, path)
 
