@@ -13,9 +13,10 @@ STORE = "/nix/store/"
 def drv(name: str, env: dict | None = None, inputs: tuple[str, ...] = ()) -> Derivation:
     h = f"{abs(hash((name, tuple(sorted((env or {}).items())), inputs))):032d}"[:32].translate(
         str.maketrans("0123456789", "abcdfghijk"))
-    return Derivation(f"{STORE}{h}-{name}.drv", {"out": f"{STORE}{h}-{name}"},
-                      {f"{STORE}{'a' * 31}{i[0]}-{i}.drv": ("out",) for i in inputs}, (), "x86_64-linux",
-                      "/bin/sh", ("-e", "builder.sh"), {"name": name, **(env or {})})
+    return Derivation(path=f"{STORE}{h}-{name}.drv", outputs={"out": f"{STORE}{h}-{name}"},
+                      input_drvs={f"{STORE}{'a' * 31}{i[0]}-{i}.drv": ("out",) for i in inputs}, input_srcs=(),
+                      system="x86_64-linux", builder="/bin/sh", args=("-e", "builder.sh"),
+                      env={"name": name, **(env or {})})
 
 
 def pairs(old: Derivation, new: Derivation):

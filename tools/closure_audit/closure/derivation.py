@@ -35,7 +35,7 @@ _BRACKET = {"(": "[", ")": "]"}
 _BRACKETS = str.maketrans(_BRACKET)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Derivation:
     path: str
     outputs: dict[str, str]  # output name -> store path ("" for content-addressed outputs)
@@ -72,11 +72,11 @@ def parse_derivation(text: str, path: str) -> Derivation:
             outputs, inputs, srcs, system, builder, args, env = json.loads(
                 _TOKEN.sub(lambda m: _BRACKET.get(m[0], m[0]), body), strict=False)
         drv = Derivation(
-            path,
-            {_str(o[0]): _str(o[1]) for o in outputs},
-            {_str(d): tuple(map(_str, outs)) for d, outs in inputs},
-            tuple(map(_str, srcs)), _str(system), _str(builder), tuple(map(_str, args)),
-            {_str(k): _str(v) for k, v in env})
+            path=path,
+            outputs={_str(o[0]): _str(o[1]) for o in outputs},
+            input_drvs={_str(d): tuple(map(_str, outs)) for d, outs in inputs},
+            input_srcs=tuple(map(_str, srcs)), system=_str(system), builder=_str(builder), args=tuple(map(_str, args)),
+            env={_str(k): _str(v) for k, v in env})
     except (ValueError, TypeError, IndexError) as exc:
         raise DerivationError(f"{path} is not a derivation Nix wrote ({exc})") from None
     if not drv.outputs:

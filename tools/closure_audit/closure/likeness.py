@@ -11,14 +11,14 @@ added and dropped.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..data import table
 from ..storepath import name_part, parse_name
 from .derivation import Derivation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Difference:
     kind: str  # env | input | source | builder | args | system | outputs
     name: str
@@ -36,7 +36,7 @@ class Setting:
     new: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RootCause:
     drv: str
     name: str
@@ -58,8 +58,9 @@ def explain(roots: list[Derivation], like: dict[str, Derivation | None], cached:
     for drv in roots:
         other = like[drv.path]
         diffs = [] if other is None else differences(other, drv)
-        out.append(RootCause(drv.path, drv.name, other and other.path, None if other is None else cached[other.path],
-                             diffs, settings(diffs)))
+        out.append(RootCause(drv=drv.path, name=drv.name, like=other and other.path,
+                             like_cached=None if other is None else cached[other.path], differences=diffs,
+                             settings=settings(diffs)))
     return out
 
 
@@ -86,26 +87,27 @@ def differences(old: Derivation, new: Derivation) -> list[Difference]:
             continue
         if _is_list(a, b):
             was, now = _items(a or ""), _items(b or "")
-            diffs.append(_judged(Difference("env", key, a, b, tuple(i for i in now if i not in was),
-                                            tuple(i for i in was if i not in now))))
+            diffs.append(_judged(Difference(kind="env", name=key, old=a, new=b,
+                                            added=tuple(i for i in now if i not in was),
+                                            dropped=tuple(i for i in was if i not in now))))
         else:
-            diffs.append(_judged(Difference("env", key, a, b)))
+            diffs.append(_judged(Difference(kind="env", name=key, old=a, new=b)))
     for kind, a, b in (("input", old.input_drvs, new.input_drvs), ("source", old.input_srcs, new.input_srcs)):
         was, now = _by_name(a), _by_name(b)
         for name in sorted(set(was) | set(now)):
             if was.get(name) != now.get(name):
-                diffs.append(_judged(Difference(kind, name, was.get(name), now.get(name))))
+                diffs.append(_judged(Difference(kind=kind, name=name, old=was.get(name), new=now.get(name))))
     for kind, a, b in (("builder", old.builder, new.builder), ("system", old.system, new.system),
                        ("args", list(old.args), list(new.args)),
                        ("outputs", sorted(old.outputs), sorted(new.outputs))):
         if a != b:
-            diffs.append(Difference(kind, kind, a, b))
+            diffs.append(Difference(kind=kind, name=kind, old=a, new=b))
     return diffs
 
 
 def _judged(d: Difference) -> Difference:
     setting = _setting(d)
-    return d if setting is None else Difference(d.kind, d.name, d.old, d.new, d.added, d.dropped, setting)
+    return d if setting is None else replace(d, setting=setting)
 
 
 def _setting(d: Difference) -> str | None:

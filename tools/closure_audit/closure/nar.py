@@ -22,7 +22,7 @@ import hashlib
 import lzma
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Iterator
 
 CHUNK = 1 << 20  # file contents are handed out in pieces of at most this size
@@ -92,6 +92,7 @@ class _Source:
 class Entry:
     path: str  # relative to the archive's root, "" for the root itself
     type: str  # "regular", "symlink" or "directory"
+    _: KW_ONLY
     executable: bool = False
     size: int = 0
     target: bytes | None = None  # a symlink's target
@@ -160,7 +161,7 @@ class NarReader:
                 raise NarError(f"expected 'contents', found {word[:40]!r}")
             size = self._u64()
             self._left = size
-            yield Entry(path, "regular", executable, size, None, self)
+            yield Entry(path, "regular", executable=executable, size=size, _reader=self)
             self._finish()
             self._padding(size)
             self._expect(b")")
