@@ -204,7 +204,8 @@ class StoreView:
 class NarFiles(HostFiles):
     """The file seam (elf/files.py) over a StoreView: store paths are read
     from their NARs, anything outside the store from this machine, as
-    locally. The loader model runs over it unchanged."""
+    locally. The loader model runs over it unchanged. A NAR's contents are
+    not kept: same_contents compares the local copies, where there are any."""
 
     def __init__(self, view: StoreView):
         self.view = view
