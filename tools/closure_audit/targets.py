@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from collections import namedtuple
 
 from .errors import ClosureError, TargetError
 from .storepath import store_dir, top_store_path
@@ -17,13 +17,13 @@ CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a sa
                    "`nix path-info --json --recursive` dump")
 
 
-class Target(NamedTuple):
-    """One target, resolved (a named tuple: `archs` and `--help` start
-    without the dataclasses module, tests/test_startup.py)."""
+class Target(namedtuple("Target", "given path store_path")):
+    """One target, resolved: as the user wrote it, its real path (an
+    installable's store path), and the store path that holds it, if any.
+    A named tuple of collections: `--help` and `archs` import this module,
+    and start without the dataclasses and typing modules (docs/scale.md)."""
 
-    given: str  # as the user wrote it
-    path: str  # its real path; an installable's store path
-    store_path: str | None  # the store path that holds it, if any
+    __slots__ = ()
 
     @property
     def saved_closure(self) -> bool:
@@ -119,13 +119,13 @@ def tree_root_for_file(path: str) -> str | None:
     return env or next((a for a in ancestors if _SITE.search(a)), None)
 
 
-class Targets(NamedTuple):
-    """The targets of one audit, resolved (a named tuple, as Target is)."""
+class Targets(namedtuple("Targets", "reals mode roots unrooted")):
+    """The targets of one audit, resolved (a named tuple, as Target is): their
+    real paths in the order given, the mode ("nix-store" or "tree"), the
+    trees libraries must resolve in, and the file targets whose tree could
+    not be told (their directory stands in)."""
 
-    reals: list[str]  # real paths, in the order given
-    mode: str  # "nix-store" or "tree"
-    roots: tuple[str, ...]  # the trees libraries must resolve in
-    unrooted: tuple[str, ...]  # file targets whose tree could not be told (their directory stands in)
+    __slots__ = ()
 
 
 def resolve_targets(targets: list[str], root: str | None = None) -> Targets:
