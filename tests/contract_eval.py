@@ -18,7 +18,7 @@ FLAKE = "(import ./tests/contract/flake-outputs.nix)"
 PREDICATE = "allowUnfreePredicate = (import ./lib).cuda.allowUnfreePredicate;"
 REAL_LIB = bool(os.environ.get("NIXPKGS_LIB"))
 
-needs_nix_instantiate = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
+needs_nix_instantiate = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None, nix=True)
 
 
 def cuda(extra: str = "") -> str:

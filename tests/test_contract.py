@@ -328,6 +328,43 @@ def test_nix_reads_the_flake_and_its_lock(tmp_path):
     assert meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"] == "9a0231af9b19ed3d5716fb8dab613019c30a80b5"
 
 
+def _repository_copy(dest):
+    """The repository as a flake sees it: what .gitignore leaves, without .git."""
+    ignored = [line.strip().strip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".git", *ignored))
+    return dest
+
+
+def test_nix_evaluates_the_flake_on_the_stub(tmp_path):
+    """Nix itself evaluates the flake (`nix flake show`, `nix flake check
+    --no-build`), its nixpkgs input the contract stub as a flake
+    (tests/contract/stub-flake): outputs of the right kinds, overlays as Nix
+    wants them, derivations whose drvPaths are store paths."""
+    require("nix", shutil.which("nix") is not None)
+    flake = _repository_copy(tmp_path / "nixcuda")
+    stub = _repository_copy(tmp_path / "nixpkgs")
+    for name in ("flake.nix", "default.nix"):
+        shutil.copy(ROOT / "tests/contract/stub-flake" / name, stub / name)
+    args = [f"path:{flake}", "--override-input", "nixpkgs", f"path:{stub}"]
+
+    def nix_flake(*command):
+        p = subprocess.run(["nix", "--extra-experimental-features", "nix-command flakes", "flake", *command, *args],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    shown = json.loads(nix_flake("show", "--json"))
+    system = {"x86_64": "x86_64-linux", "aarch64": "aarch64-linux"}[os.uname().machine]
+    assert shown["packages"][system]["default"]["name"].startswith("closure-audit-")
+    assert shown["apps"][system]["closure-audit"]["type"] == "app"
+    assert set(shown["checks"][system]) == {"closure-audit", "lib", "torch-archs", "torch-closure"}
+    assert shown["formatter"][system]["name"] == "treefmt"
+    assert shown["devShells"][system]["default"]["type"] == "derivation"
+    assert {o["type"] for o in shown["overlays"].values()} == {"nixpkgs-overlay"}
+    nix_flake("check", "--no-build")
+
+
 # The CUDA package sets.
 
 def _members(system: str, config: str, breaking: str = "") -> dict:
