@@ -118,6 +118,25 @@ def test_magma_dynamic_with_cuda_is_broken():
     assert got == {"magma": False, "static": True}
 
 
+def test_python_builders_name_and_refuse_as_nixpkgs():
+    """A Python package's name carries the interpreter's prefix, an
+    application's none; one that sets neither pyproject nor format has a name
+    but no drvPath (nixpkgs 25.11 refuses it)."""
+    let = f"""
+      let
+        ps = ({pkgs(overlays="[ ]")}).python3Packages;
+        args = {{ pname = "x"; version = "1"; }};
+        package = ps.buildPythonPackage (args // {{ pyproject = true; }});
+        app = ps.buildPythonApplication (args // {{ format = "setuptools"; }});
+        bare = ps.buildPythonApplication args;
+        try = d: (builtins.tryEval d.drvPath).success;
+      in"""
+    got = nix_eval(f"{let} {{ names = map (d: d.name) [ package app bare ]; ok = map try [ package app bare ]; }}")
+    assert got == {"names": ["python3.13-x-1", "x-1", "x-1"], "ok": [True, True, False]}
+    p = nix_eval(f"{let} bare.drvPath", check=False)
+    assert p.returncode != 0 and "x-1 does not configure a `format`" in error_line(p.stderr)
+
+
 def test_nixpkgs_torch_refuses_cuda_13_and_mismatched_magma():
     got = nix_eval(f"""
       let
@@ -298,7 +317,7 @@ def test_flake_outputs(system):
     assert f["app"]["type"] == "app" and f["app"]["program"].endswith("-closure-audit-0.1.0/bin/closure-audit")
     assert f["checks"] == ["closure-audit", "lib", "torch-archs", "torch-closure"]
     assert f["libCheck"] == {"failures": [], "kind": "runCommand"}
-    assert f["formatter"] == "treefmt"
+    assert f["formatter"] == "nixfmt-tree"
     assert f["shell"]["inputsFrom"][0].startswith("closure-audit") and "nix" in f["shell"]["packages"]
 
 
@@ -359,7 +378,7 @@ def test_nix_evaluates_the_flake_on_the_stub(tmp_path):
     assert shown["packages"][system]["default"]["name"].startswith("closure-audit-")
     assert shown["apps"][system]["closure-audit"]["type"] == "app"
     assert set(shown["checks"][system]) == {"closure-audit", "lib", "torch-archs", "torch-closure"}
-    assert shown["formatter"][system]["name"] == "treefmt"
+    assert shown["formatter"][system]["name"] == "nixfmt-tree"
     assert shown["devShells"][system]["default"]["type"] == "derivation"
     assert {o["type"] for o in shown["overlays"].values()} == {"nixpkgs-overlay"}
     nix_flake("check", "--no-build")

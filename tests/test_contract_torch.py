@@ -240,7 +240,7 @@ def test_hydra_jobs_match_the_workflow():
       gpu = f.hydraJobs.torch-gpu.aarch64-linux.stubArgs.requiredSystemFeatures;
     }}""")
     assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-archs", "torch-closure"],
-                    "torch": "torch-2.9.1", "gpu": ["cuda"]}
+                    "torch": "python3.13-torch-2.9.1", "gpu": ["cuda"]}
     spec = json.loads((ROOT / "ci/hydra/spec.json").read_text())
     assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
     workflow = (ROOT / ".github/workflows/nixcuda.yml").read_text()

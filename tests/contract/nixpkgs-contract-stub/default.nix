@@ -170,10 +170,15 @@ let
     targetPackages = self;
     callPackage = lib.callPackageWith self;
     newScope = extra: lib.callPackageWith (self // extra);
+    # pkgs/build-support/trivial-builders/default.nix: `env` holds the
+    # derivation's attributes (meta and passthru among them).
     runCommand =
       name: env: buildCommand:
       record "runCommand" (env // { inherit name buildCommand; }) { };
     symlinkJoin = args: record "symlinkJoin" (args // { name = args.name or "${args.pname}-${args.version}"; }) { };
+    # pkgs/build-support/mkshell/default.nix: a derivation named nix-shell
+    # unless named; its inputs are `packages` and those of each of `inputsFrom`,
+    # all of which evaluate with it.
     mkShell = args: record "mkShell" (args // { name = args.name or "nix-shell"; }) { };
     makeSetupHook = attrs: script: record "makeSetupHook" (attrs // { inherit script; }) { };
     fetchurl = args: record "fetchurl" (args // { name = args.name or (baseNameOf args.url); }) { };
@@ -184,7 +189,15 @@ let
     nix = tool "nix";
     patchelf = tool "patchelf";
     pax-utils = tool "pax-utils";
-    nixfmt-tree = tool "treefmt";
+    # pkgs/by-name/ni/nixfmt-tree/package.nix: treefmt.withConfig, a
+    # runCommand named nixfmt-tree (pkgs/by-name/tr/treefmt/modules/wrapper.nix)
+    # whose program is treefmt.
+    nixfmt-tree = self.runCommand "nixfmt-tree" {
+      meta = {
+        mainProgram = "treefmt";
+        description = "Official Nix formatter zero-setup starter using treefmt";
+      };
+    } "makeWrapper treefmt $out/bin/treefmt";
     cmake = tool "cmake";
     ninja = tool "ninja";
     openssl = tool "openssl";
