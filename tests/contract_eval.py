@@ -28,7 +28,10 @@ def cuda(extra: str = "") -> str:
 
 def nix_eval(expr: str, check: bool = True, strict: bool = True):
     env = {k: v for k, v in os.environ.items() if k != "NIX_PATH"}
-    cmd = ["nix-instantiate", "--eval", "--json", "-E", expr]
+    # --read-write-mode: the store paths a value names (lib.fileset.toSource's
+    # source) are copied, as when the derivation is instantiated; read-only
+    # evaluation only computes their names.
+    cmd = ["nix-instantiate", "--eval", "--read-write-mode", "--json", "-E", expr]
     if strict:
         cmd.insert(2, "--strict")
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
