@@ -83,7 +83,7 @@ let
         available = validity.valid;
       };
       checked = x: if validity.valid then x else throw validity.message;
-      drvPath = checked "/nix/store/${stubHash "${kind}:${name}:${builtins.toJSON (drvInputs args)}"}-${name}.drv";
+      drvPath = checked "/nix/store/${stubHash "${kind}:${system}:${name}:${builtins.toJSON (drvInputs args)}"}-${name}.drv";
       outPathOf =
         o: "${builtins.substring 0 (builtins.stringLength drvPath - 4) drvPath}${if o == "out" then "" else "-${o}"}";
       base = {
