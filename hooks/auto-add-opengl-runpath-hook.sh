@@ -2,7 +2,7 @@
 #
 # autoAddOpenGLRunpathHook: give every dynamic ELF file of every output the
 # GPU driver's library directory in its RUNPATH, so that libcuda and friends
-# are found on NixOS (/run/opengl-driver/lib) without hand-written calls.
+# are found on NixOS (@driverLink@/lib) without hand-written calls.
 #
 # Runs in postFixup, after patchelf has shrunk the runpaths. For each file:
 # - the driver directory is put first, once: running the hook twice changes
@@ -11,6 +11,10 @@
 #   libcuda.so would load instead of the driver) is replaced by it;
 # - every other entry keeps its place;
 # - 32-bit objects get /run/opengl-driver-32/lib.
+#
+# @driverLink@ is substituted by makeSetupHook (overlays/hooks.nix) with
+# nixpkgs' addDriverRunpath.driverLink; the two directories can still be set
+# per derivation (autoAddOpenGLRunpathDriverDir, ...DriverDir32).
 # Static executables, archives, object files, scripts and symlinks are left
 # alone. A file patchelf cannot handle fails the build, naming it; a file is
 # patched as a copy and moved into place, so it is never left half-written.
@@ -24,7 +28,7 @@
 # (outputs="out lib", out=/path, lib=/path). Needs bash, coreutils and
 # patchelf on PATH.
 
-autoAddOpenGLRunpathDriverDir=${autoAddOpenGLRunpathDriverDir:-/run/opengl-driver/lib}
+autoAddOpenGLRunpathDriverDir=${autoAddOpenGLRunpathDriverDir:-@driverLink@/lib}
 autoAddOpenGLRunpathDriverDir32=${autoAddOpenGLRunpathDriverDir32:-/run/opengl-driver-32/lib}
 
 # Prints "CLASS TYPE" (32 or 64; exec or dyn) of a file that is an ELF

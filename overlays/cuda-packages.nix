@@ -1,6 +1,7 @@
 # CUDA package sets from NVIDIA's redistributables, split into outputs: one
-# cudaPackages_<major>_<minor> per release of pkgs/cuda/releases.json. Brings
-# the options and hooks it needs, so it also works on its own.
+# cudaPackages_<major>_<minor> per release of pkgs/cuda/releases.json. Builds on
+# the options and hooks overlays (overlays/default.nix applies them
+# first).
 #
 # Where nixpkgs has a CUDA scope of the same release, the set extends it
 # (overrideScope) and replaces only the members this project has an output
@@ -51,19 +52,12 @@ let
         }
       );
   setName = version: "cudaPackages_" + builtins.replaceStrings [ "." ] [ "_" ] version;
-  # The names come from the data file, never from `final`: an overlay's
-  # attribute names must not depend on the fixed point.
-  sets =
-    final: prev:
-    builtins.listToAttrs (
-      map (version: {
-        name = setName version;
-        value = mkSet version (prev.${setName version} or null);
-      }) (import ../lib).cuda.cudaVersions
-    );
 in
-lib.composeManyExtensions [
-  (import ./options.nix)
-  (import ./hooks.nix)
-  sets
-] final prev
+# The names come from the data file, never from `final`: an overlay's
+# attribute names must not depend on the fixed point.
+builtins.listToAttrs (
+  map (version: {
+    name = setName version;
+    value = mkSet version (prev.${setName version} or null);
+  }) (import ../lib).cuda.cudaVersions
+)

@@ -3,8 +3,8 @@
 # inputs (each CUDA redistributable of nixpkgs, and every package built with
 # CUDA) gets a new store path and is rebuilt, none of it comes from
 # cache.nixos.org or NVIDIA's binary caches; docs/cuda-packages.md says what
-# that costs. Not part of overlays.default.
-final: prev:
-prev.lib.composeExtensions (import ./hooks.nix) (final: prev: {
+# that costs. Not part of overlays.default; builds on overlays/hooks.nix
+# (overlays/default.nix applies it first).
+final: prev: {
   autoAddDriverRunpath = final.autoAddOpenGLRunpathHook;
-}) final prev
+}

@@ -7,6 +7,7 @@ final: prev: {
   autoAddOpenGLRunpathHook = final.makeSetupHook {
     name = "auto-add-opengl-runpath-hook";
     propagatedBuildInputs = [ final.patchelf ];
+    substitutions = { inherit (final.addDriverRunpath) driverLink; };
   } ../hooks/auto-add-opengl-runpath-hook.sh;
 
   # Splits an NVIDIA redistributable across its outputs (hooks/split-redist-outputs.sh).

@@ -246,12 +246,17 @@ def validate(report: dict) -> None:
 
 
 def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    """Run closure-audit as a user would: a separate process, no TTY."""
+    """Run closure-audit as a user would: a separate process, no TTY. Every
+    --json report it prints (exit status 0 or 1) is checked against the
+    schema, so each test that reads one checks the contract too."""
     e = dict(os.environ)
     e["PYTHONPATH"] = str(ROOT / "tools") + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "closure_audit", *args], capture_output=True,
-                          text=True, env=e, timeout=kw.pop("timeout", 120), **kw)
+    p = subprocess.run([sys.executable, "-m", "closure_audit", *args], capture_output=True,
+                       text=True, env=e, timeout=kw.pop("timeout", 120), **kw)
+    if "--json" in args and "--help" not in args and p.returncode in (0, 1):
+        validate(json.loads(p.stdout))
+    return p
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from pathlib import Path
 SMI = """#!/bin/sh
 case "$*" in
   *driver_version*) echo "{driver}" ;;
-  *name,compute_cap*) echo "name, compute_cap"
+  *name,compute_cap,pci.bus_id*) echo "name, compute_cap, pci.bus_id"
 {rows}
   ;;
   *) exit 2 ;;
@@ -61,13 +61,19 @@ class FakeHost:
                   "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
 
     def nvidia_smi(self, gpus: list[tuple[str, str]], driver: str, where: str = "/fakebin") -> None:
-        rows = "\n".join(f'echo "{name}, {cap}"' for name, cap in gpus)
+        """nvidia-smi as drivers since 510 answer: each GPU's name, compute_cap
+        (`[N/A]` where the driver cannot tell) and PCI address (0000000N:01:00.0)."""
+        rows = "\n".join(f'echo "{name}, {cap}, 0000000{i}:01:00.0"' for i, (name, cap) in enumerate(gpus))
         p = self.file(f"{where}/nvidia-smi", SMI.format(driver=driver, rows=rows))
         p.chmod(0o755)
 
     def proc_gpu(self, bus: str, model: str) -> None:
+        """The kernel module's file for one GPU; `bus` as /proc names it (0000:01:00.0)."""
         self.file(f"/proc/driver/nvidia/gpus/{bus}/information",
-                  f"Model: \t\t {model}\nIRQ:   \t\t 130\nBus Location: \t {bus}\nDevice Minor: \t 0\n")
+                  f"Model: \t\t {model}\nIRQ:   \t\t 41\nGPU UUID: \t GPU-286ec11f-9458-1eb9-3f6d-6fe6f872c8e1\n"
+                  "Video BIOS: \t 96.00.a5.00.1a\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
+                  f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {bus}\nDevice Minor: \t 0\n"
+                  "GPU Firmware: \t 580.159.04\nGPU Excluded:\t No\n")
 
 
 def nixos(root: Path, driver: str = "580.82.07", kernel: str | None = None) -> FakeHost:

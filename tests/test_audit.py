@@ -12,6 +12,7 @@ import tempfile
 import pytest
 
 from closure_audit.commands.audit import audit as run_audit
+from conftest import validate
 from parts import require
 from closure_audit.errors import TargetError
 from closure_audit.findings.policy import Policy, parse_policy
@@ -80,6 +81,83 @@ def test_missing_cudart_is_not_hidden_by_the_host(venv, tmp_path):
     assert str(host) in f.fields["searched"]
     assert f.fields["chain"] == [str(venv.root / "site-packages/torch/_C.so"),
                                  str(venv.root / "site-packages/torch/lib/libtorch_cuda.so")]
+
+
+OPENS = r"""
+#include <dlfcn.h>
+int open_it(void) { return dlopen("%s", RTLD_NOW) != 0; }
+"""
+
+
+def test_cuda_library_from_host_counts_every_object_and_names_the_wheel(build, tmp_path):
+    """Two libraries need libcudart.so.13 and only the host has it: one
+    finding that counts both and names the wheel. CUPTI's
+    dlopen("libcudart.so") in a tree holding only libcudart.so.13 maps the
+    host's development link: a second CUDA runtime in the process, the same
+    finding."""
+    host = tmp_path / "host"
+    host.mkdir()
+    cudart = build.lib("cudart/libcudart.so.13")
+    shutil.move(cudart, host / "libcudart.so.13")
+    os.symlink("libcudart.so.13", host / "libcudart.so")
+    for name in ("libtorch_cuda.so", "libc10_cuda.so"):
+        build.lib(f"site-packages/torch/lib/{name}", links=[host / "libcudart.so.13"], runpath=["$ORIGIN"])
+    report = audit(build.root / "site-packages", policy=host_policy(host))
+    (f,) = rules(report)["cuda-library-from-host"]
+    assert f.fields["objects"] == [str(build.root / f"site-packages/torch/lib/{n}")
+                                   for n in ("libc10_cuda.so", "libtorch_cuda.so")]
+    assert "2 objects need it" in f.message and "nvidia-cuda-runtime wheel" in f.message
+    assert "cuda_cudart redistributable" in f.message
+
+    tree = tmp_path / "pip"
+    rt = tree / "nvidia/cu13/lib/libcudart.so.13"
+    rt.parent.mkdir(parents=True)
+    shutil.copy(host / "libcudart.so.13", rt)
+    src = tmp_path / "cupti.c"
+    src.write_text(OPENS % "libcudart.so")
+    cupti = tree / "nvidia/cu13/lib/libcupti.so.13"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(cupti), str(src), "-Wl,-soname,libcupti.so.13",
+                    "-Wl,--no-as-needed", str(rt), "-Wl,--enable-new-dtags,-rpath,$ORIGIN"], check=True)
+    report = audit(tree, policy=host_policy(host))
+    (f,) = rules(report)["cuda-library-from-host"]
+    assert (f.file, f.fields["needed"], f.fields["host_path"]) == (str(cupti), "libcudart.so", str(host / "libcudart.so"))
+    assert f.fields["opened"][0]["string"] == "libcudart.so" and report.failed
+    assert "beside the tree's own copy" in f.message
+    # Without the host's link, dlopen fails: a fallback, info.
+    os.unlink(host / "libcudart.so")
+    report = audit(tree, policy=host_policy(host))
+    assert [(f.rule, f.severity) for f in report.findings] == [("dlopen-fallback-name", "info")]
+
+
+def test_a_plugins_unresolved_needs_are_warnings_naming_its_feature(build, tmp_path):
+    """NVSHMEM's MPI bootstrap needs libmpi, which a stock install lacks; only
+    libnvshmem_host opens it, when NVSHMEM runs over MPI."""
+    gone = build.lib("gone/libmpi.so.40")
+    lib = build.path("nvidia/nvshmem/lib")
+    boot = build.lib("nvidia/nvshmem/lib/nvshmem_bootstrap_mpi.so.3", links=[gone], runpath=["$ORIGIN"])
+    src = tmp_path / "host.c"
+    src.write_text(OPENS % "nvshmem_bootstrap_mpi.so.3")
+    host = lib / "libnvshmem_host.so.3"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(host), str(src), "-Wl,-soname,libnvshmem_host.so.3",
+                    "-Wl,--enable-new-dtags,-rpath,$ORIGIN"], check=True)
+    shutil.rmtree(build.root / "gone")
+    report = audit(build.root / "nvidia")
+    (f,) = rules(report)["plugin-unresolved-library"]
+    assert (f.severity, f.file, f.fields["needed"], f.fields["opener"]) == (
+        "warning", str(boot), "libmpi.so.40", str(host))
+    assert f.fields["feature"] == "MPI bootstrap: only with NVSHMEM over MPI" and f.fields["feature"] in f.message
+    assert "unresolved-library" not in rules(report) and not report.failed
+    assert f.fields["silence"] == '[ignore] paths = ["nvshmem/lib/nvshmem_bootstrap_mpi.so.3"]'
+    # The policy line it names silences it.
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f.fields["silence"].replace("] ", "]\n", 1) + "\n")
+    from conftest import run_cli
+
+    p = run_cli("audit", "--json", "--policy", str(policy), str(build.root / "nvidia"))
+    assert p.returncode == 0 and "plugin-unresolved-library" not in p.stdout, p.stdout + p.stderr
+    # The same library needed through DT_NEEDED is no plugin: an error.
+    build.lib("nvidia/app/libuser.so", links=[boot], runpath=["$ORIGIN/../nvshmem/lib"])
+    assert rules(audit(build.root / "nvidia"))["unresolved-library"][0].severity == "error"
 
 
 def test_c_runtime_may_come_from_the_host_but_libgomp_may_not(build, tmp_path):
@@ -200,6 +278,7 @@ def test_unreadable_file():
                            capture_output=True, text=True, timeout=60,
                            env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))
         report = json.loads(p.stdout)
+        validate(report)
         (f,) = report["findings"]
         assert (f["rule"], f["file"], f["reason"]) == ("invalid-elf", secret, "unreadable: permission denied")
         assert p.returncode == 0  # a warning does not fail the audit
@@ -274,6 +353,31 @@ def test_lone_file_uses_its_environment_as_the_tree(venv):
     (venv.root / "pyvenv.cfg").write_text("home = /usr/bin\n")
     r = audit(venv.root / "site-packages/torch/lib/libtorch_cuda.so")
     assert r.env.tree_roots == (str(venv.root),) and not r.failed
+
+
+@pytest.mark.parametrize("site", ["usr/local/lib/python3.12/site-packages", "usr/lib/python3/dist-packages"])
+def test_lone_file_in_a_python_prefix_uses_its_site_packages_as_the_tree(build, site):
+    """pip into a prefix without a venv (most container images): the other
+    wheels of that site-packages are the tree, not the host."""
+    cudart = build.lib(f"{site}/nvidia/cu13/lib/libcudart.so.13")
+    torch = build.lib(f"{site}/torch/lib/libtorch_cuda.so", links=[cudart], runpath=["$ORIGIN/../../nvidia/cu13/lib"])
+    r = audit(torch)
+    assert r.env.tree_roots == (str(build.root / site),)
+    assert not r.failed and r.findings == [], [f.message for f in r.findings]
+
+
+def test_lone_file_without_a_tree_asks_for_root(build, tmp_path):
+    """Outside any venv, conda env or Python prefix the tree cannot be told:
+    the command says how to name it instead of guessing the file's directory."""
+    from conftest import run_cli
+
+    dep = build.lib("deps/libdep.so.1")
+    lib = build.lib("app/libapp.so", links=[dep], runpath=["$ORIGIN/../deps"])
+    p = run_cli("audit", str(lib))
+    assert p.returncode == 2 and "pass --root DIR" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = run_cli("audit", "--root", str(build.root), str(lib))
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_targets_that_hold_nothing_to_audit_say_so(build, tmp_path):

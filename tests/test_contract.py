@@ -615,6 +615,33 @@ def test_cuda_13_layout_matches_what_nixpkgs_nvcc_expects():
     assert got["cudartOutput"] == ["out", "dev"]
 
 
+def test_a_member_without_an_output_list_is_broken_and_says_why():
+    """meta.broken carries its reason, printed when the package is evaluated,
+    as cuda-modules' buildRedist does with its brokenAssertions."""
+    p = nix_eval(f"({pkgs(config=cuda())}.cudaPackages_13_0.libcublas.override {{ outputs = null; }}).meta.broken",
+                 check=False)
+    assert p.returncode == 0 and p.stdout.strip() == "true", p.stderr
+    assert "cuda13.0-libcublas-13.1.0.3 is marked broken: an output list exists for libcublas" in p.stderr
+    p = nix_eval(f"{pkgs(config=cuda())}.cudaPackages_13_0.libcublas.meta.broken", check=False)
+    assert p.stdout.strip() == "false" and "marked broken" not in p.stderr
+
+
+def test_default_applies_each_overlay_once(tmp_path):
+    """overlays.default composes each file once: in a copy whose files trace
+    each application, forcing the package set shows one trace a file."""
+    for d in ("overlays", "lib", "pkgs", "hooks"):
+        shutil.copytree(ROOT / d, tmp_path / d)
+    for f in (tmp_path / "overlays").glob("*.nix"):
+        if f.name != "default.nix":
+            f.write_text(f'final: prev: builtins.trace "applied {f.stem}" ((\n{f.read_text()}\n) final prev)\n')
+    p = subprocess.run(["nix-instantiate", "--eval", "-E",
+                        f"({pkgs(overlays=f'[ (import {tmp_path}/overlays).default ]', config=cuda())})"
+                        ".nixcuda.cudaSupport"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    applied = sorted(line.split("applied ")[1] for line in p.stderr.splitlines() if "applied " in line)
+    assert applied == ["cuda-packages", "hooks", "options", "python-packages", "tools"]
+
+
 def test_hooks_overlay_and_the_driver_runpath_opt_in():
     got = nix_eval(f"""
       let
@@ -626,7 +653,8 @@ def test_hooks_overlay_and_the_driver_runpath_opt_in():
       in {{
         a = {{ inherit (hooks.autoAddOpenGLRunpathHook) stubKind; inherit (hooks.autoAddOpenGLRunpathHook.stubArgs) name;
               script = toString hooks.autoAddOpenGLRunpathHook.stubArgs.script;
-              props = map (x: x.name) hooks.autoAddOpenGLRunpathHook.stubArgs.propagatedBuildInputs; }};
+              props = map (x: x.name) hooks.autoAddOpenGLRunpathHook.stubArgs.propagatedBuildInputs;
+              inherit (hooks.autoAddOpenGLRunpathHook.stubArgs) substitutions; }};
         split = toString hooks.splitRedistOutputsHook.stubArgs.script;
         default = default.autoAddDriverRunpath.name;
         optIn = optIn.autoAddDriverRunpath.name;
@@ -638,7 +666,9 @@ def test_hooks_overlay_and_the_driver_runpath_opt_in():
       }}
     """)
     assert got["a"] == {"stubKind": "makeSetupHook", "name": "auto-add-opengl-runpath-hook",
-                        "script": str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"), "props": ["patchelf"]}
+                        "script": str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"), "props": ["patchelf"],
+                        # nixpkgs' addDriverRunpath.driverLink, not a path written by hand.
+                        "substitutions": {"driverLink": "/run/opengl-driver"}}
     assert got["split"] == str(ROOT / "hooks/split-redist-outputs.sh")
     assert got["default"] == "auto-add-driver-runpath-hook" and got["optIn"] == "auto-add-opengl-runpath-hook"
     assert "auto-add-driver-runpath-hook" in got["gdbDefault"] and "auto-add-opengl-runpath-hook" in got["gdbOptIn"]

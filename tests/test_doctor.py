@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -97,7 +98,7 @@ def test_nixos_host_with_a_hooked_store_path_is_fine(tmp_path, build, monkeypatc
     assert [x["status"] for x in data["checks"]] == ["ok"] * len(data["checks"])
     assert "/run/opengl-driver/lib" in c["driver-library"][0]["message"]
     assert data["host"]["kind"] == "nixos" and data["host"]["driver"]["version"] == "580.82.07"
-    assert "CUDA 13.0" in c["cuda-runtime"][0]["message"]  # from libcublas.so.13's SONAME
+    assert "CUDA 13.x (from SONAME libcublas.so.13" in c["cuda-runtime"][0]["message"]
     assert data["mode"] == "nix-store" and data["summary"]["error"] == 0
 
 
@@ -156,8 +157,11 @@ def test_wsl_driver_too_old_for_cuda_13(tmp_path, build):
     assert c["kernel-module"][0]["status"] == "ok" and "WSL" in c["kernel-module"][0]["message"]
     (f,) = [f for f in data["findings"] if f["severity"] == "error"]
     assert f["rule"] == "driver-too-old" and (f["runtime"], f["needs"], f["driver"]) == ("13.0", "580.65.06", "560.94")
-    assert f["fixes"][0]["text"].startswith("upgrade the driver to 580.65.06")
-    assert any("cuda_compat" in x["text"] for x in f["fixes"])
+    assert f["fixes"][0]["text"] == "upgrade the NVIDIA driver to 580.65.06 or newer on Windows"
+    assert f["fixes"][1]["text"].startswith("or install builds for CUDA 12.6 instead: the CUDA 12 wheels "
+                                            "(nvidia-cuda-runtime-cu12 and the other nvidia-*-cu12 wheels)")
+    assert "cuda-compat-13-0" in f["fixes"][2]["text"]
+    assert not any("cudaPackages" in x["text"] or "cuda_compat" in x["text"] for x in f["fixes"])
     assert data["host"]["driver"]["version_source"] == "version string"
 
 
@@ -199,7 +203,8 @@ def test_a_gpu_older_than_every_compiled_architecture(tmp_path, build, gpu_lib):
     (f,) = [f for f in data["findings"] if f["rule"] == "no-kernel-image"]
     assert f["capability"] == "6.1" and f["files"] == [str(tree / "site-packages/torch/lib/libkernels.so")]
     assert "no kernel image is available" in f["message"]
-    assert 'cudaPackages_12_9 and cudaCapabilities = [ "6.1" ]' in f["fixes"][0]["text"]
+    assert f["fixes"][0]["text"].startswith("CUDA 13.0 no longer builds for 6.1 (the last that does is CUDA 12.9): "
+                                            "install the CUDA 12 wheels (nvidia-cuda-runtime-cu12")
     c = checks(data)["gpu-code"]
     assert [x["status"] for x in c] == ["error", "ok"]
     # A GPU known only from the kernel module's /proc files, by its name.
@@ -207,7 +212,7 @@ def test_a_gpu_older_than_every_compiled_architecture(tmp_path, build, gpu_lib):
     h2.proc_gpu("0000:01:00.0", "Tesla T4")
     rc, data = doctor(h2.root, tree)
     (f,) = [f for f in data["findings"] if f["rule"] == "no-kernel-image"]
-    assert f["capability"] == "7.5" and 'rebuild with cudaCapabilities = [ "7.5" ]' in f["fixes"][0]["text"]
+    assert f["capability"] == "7.5" and "install a build with sm_75 code" in f["fixes"][0]["text"]
 
 
 def test_bad_input(tmp_path):
@@ -215,3 +220,179 @@ def test_bad_input(tmp_path):
     assert p.returncode == 2 and "--root is not a directory" in p.stderr and "Traceback" not in p.stderr
     p = run_cli("doctor", "--root", str(tmp_path), str(tmp_path / "missing-target"))
     assert p.returncode == 2 and "target not found" in p.stderr
+
+
+# -- what a target needs, told by the target -----------------------------------------
+
+SITE = "venv/lib/python3.12/site-packages"
+
+
+def torch_tree(build, cuda="13.0", runtime=True):
+    """A pip install of torch for CUDA 13 as NVIDIA's wheels lay it out: torch
+    needs libcudart.so.13 through $ORIGIN/../../nvidia/cu13/lib, its METADATA
+    requires the runtime's wheel, torch/version.py names the release. With
+    runtime=False, the runtime's wheel is not installed."""
+    cudart = build.lib(f"{SITE}/nvidia/cu13/lib/libcudart.so.13")
+    build.lib(f"{SITE}/torch/lib/libtorch_cuda.so", links=[cudart], rpath=["$ORIGIN/../../nvidia/cu13/lib", "$ORIGIN"])
+    site = build.root / SITE
+    (site / "torch/version.py").write_text(f"from typing import Optional\n\n__version__ = '2.14.1'\n"
+                                           f"debug = False\ncuda: Optional[str] = '{cuda}'\n")
+    (site / "torch-2.14.1.dist-info").mkdir()
+    (site / "torch-2.14.1.dist-info/METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1\nRequires-Dist: filelock\n"
+        "Requires-Dist: nvidia-cuda-runtime==13.0.96; platform_system == \"Linux\"\n"
+        "Requires-Dist: nvidia-cublas==13.1.0.3; platform_system == \"Linux\"\n\n"
+        "The long description, not a header: Requires-Dist: nvidia-cuda-runtime-cu99==99.0\n")
+    if runtime:
+        (site / "nvidia_cuda_runtime-13.0.96.dist-info").mkdir()
+    else:
+        os.unlink(cudart)
+    return site
+
+
+def test_a_torch_tree_whose_cuda_libraries_lie_elsewhere_needs_cuda_13(tmp_path, build):
+    """The target is site-packages/torch; the CUDA runtime lives beside it in
+    nvidia/cu13. The driver (550) is too old for CUDA 13."""
+    site = torch_tree(build)
+    h = fakehost.ubuntu(tmp_path / "root", driver="550.54.14")
+    rc, data = doctor(h.root, site / "torch")
+    assert rc == 1
+    (f,) = [f for f in data["findings"] if f["severity"] == "error"]
+    assert f["rule"] == "driver-too-old" and (f["runtime"], f["needs"], f["driver"]) == ("13.0", "580.65.06", "550.54.14")
+    evidence = {(e["release"], e["source"], e["file"]) for e in f["evidence"]}
+    assert evidence == {
+        ("13.x", "DT_NEEDED libcudart.so.13", str(site / "torch/lib/libtorch_cuda.so")),
+        ("13.0", "cuda: Optional[str] = '13.0'", str(site / "torch/version.py")),
+        ("13.0", 'Requires-Dist: nvidia-cuda-runtime==13.0.96; platform_system == "Linux"',
+         str(site / "torch-2.14.1.dist-info/METADATA")),
+        ("13.0", "wheel nvidia_cuda_runtime-13.0.96.dist-info", str(site / "nvidia_cuda_runtime-13.0.96.dist-info")),
+    }
+    (check,) = checks(data)["cuda-runtime"]
+    assert check["evidence"] == f["evidence"] and check["message"].startswith("CUDA 13.0 (from ")
+    # A pip tree on Ubuntu gets the fixes of its kind: the driver package, the
+    # CUDA 12 wheels and a torch pin; nothing of Nix.
+    fixes = [x["text"] for x in f["fixes"]]
+    assert fixes[0] == ("upgrade the NVIDIA driver to 580.65.06 or newer with Ubuntu's package: "
+                        "sudo apt install nvidia-driver-580, then reboot")
+    assert fixes[1].startswith("or install builds for CUDA 12.4 instead: the CUDA 12 wheels (nvidia-cuda-runtime-cu12 "
+                               "and the other nvidia-*-cu12 wheels) and a torch built for CUDA 12.4 or an older 12.x: "
+                               'pip install "torch==2.14.1"')
+    assert fixes[1].endswith("CUDA 12.4 is the newest release driver 550.54.14 runs fully (it needs 550.54.14)")
+    assert not any(w in x for x in fixes for w in ("cudaPackages", "cudaCapabilities", "configuration.nix", "meets"))
+
+
+def test_a_store_path_keeps_the_nix_fixes(tmp_path, build, monkeypatch):
+    h = fakehost.ubuntu(tmp_path / "root", driver="550.54.14")
+    h.link("/run/opengl-driver/lib", "/usr/lib/x86_64-linux-gnu")
+    rc, data = doctor(h.root, store_target(build, monkeypatch))
+    (f,) = [f for f in data["findings"] if f["severity"] == "error"]
+    assert f["rule"] == "driver-too-old" and f["runtime"] == "13.0"
+    assert f["fixes"][1]["text"] == ("or rebuild the target with cudaPackages_12_4: CUDA 12.4 is the newest release "
+                                     "driver 550.54.14 runs fully (it needs 550.54.14)")
+    assert "cudaPackages.cuda_compat" in f["fixes"][2]["text"]
+
+
+def test_the_highest_release_named_is_judged(tmp_path, build):
+    """torch/version.py says 12.8, a library needs libcudart.so.13: CUDA 13 is judged."""
+    site = torch_tree(build, cuda="12.8")
+    h = fakehost.ubuntu(tmp_path / "root", driver="570.86.15")
+    rc, data = doctor(h.root, build.root / "venv")
+    (f,) = [f for f in data["findings"] if f["severity"] == "error"]
+    assert f["rule"] == "driver-too-old" and f["runtime"] == "13.0"
+    assert ("12.8", str(site / "torch/version.py")) in {(e["release"], e["file"]) for e in f["evidence"]}
+
+
+def test_wheel_metadata_tells_the_release(tmp_path):
+    from closure_audit.gpu.release import from_packages, highest
+
+    for name in ("nvidia_cublas_cu12-12.4.5.8.dist-info", "nvidia_cufft-12.0.0.61.dist-info", "numpy-2.1.0.dist-info"):
+        (tmp_path / name).mkdir()
+    found = from_packages(str(tmp_path), sorted(os.listdir(tmp_path)))
+    # cuFFT numbers itself (12.0 ships with CUDA 13): only a -cuNN suffix or a runtime's version tells.
+    assert [(n.label, n.source) for n in found] == [("12.x", "wheel nvidia_cublas_cu12-12.4.5.8.dist-info")]
+    assert highest(found).release == (12, 0) and highest([]) is None
+
+
+def test_a_tree_without_any_cuda_runtime_is_an_error(tmp_path, build):
+    """torch needs libcudart.so.13; neither the tree (no nvidia-cuda-runtime
+    wheel) nor the host has it."""
+    site = torch_tree(build, runtime=False)
+    h = fakehost.ubuntu(tmp_path / "root")
+    rc, data = doctor(h.root, build.root / "venv")
+    assert rc == 1
+    (f,) = [f for f in data["findings"] if f["severity"] == "error"]
+    assert f["rule"] == "cuda-runtime-missing" and (f["needed"], f["wheel"]) == ("libcudart.so.13", "nvidia-cuda-runtime==13.*")
+    assert f["file"] == str(site / "torch/lib/libtorch_cuda.so") and "libcudart.so.13" in f["message"]
+    assert f["fixes"][0]["text"] == 'pip install "nvidia-cuda-runtime==13.*"'
+    assert checks(data)["cuda-runtime"][0]["status"] == "error"
+    # The host's copy is what the tree's loader would find: no such error then.
+    shutil.copy(build.lib("elsewhere/libcudart.so.13"), h.path("/usr/lib/x86_64-linux-gnu/libcudart.so.13"))
+    rc, data = doctor(h.root, build.root / "venv")
+    assert "cuda-runtime-missing" not in {f["rule"] for f in data["findings"]}
+
+
+def test_target_defects_show_on_a_host_without_a_driver(tmp_path, build, monkeypatch):
+    """missing-driver-runpath does not depend on the host."""
+    h = fakehost.FakeHost(tmp_path / "root")
+    h.os_release("NixOS 24.11 (Vicuna)", "nixos")
+    h.file("/etc/NIXOS", "")
+    rc, data = doctor(h.root, store_target(build, monkeypatch, runpath=None))
+    assert rc == 1
+    rules = sorted(f["rule"] for f in data["findings"] if f["severity"] == "error")
+    assert rules == ["driver-missing", "driver-unreachable", "gpu-not-found"]
+    (f,) = [f for f in data["findings"] if f["rule"] == "driver-unreachable"]
+    assert "missing-driver-runpath" in f["message"] and len(f["fixes"]) == 1
+
+
+# -- the GPU, as the driver tells it ------------------------------------------------------
+
+def test_nvidia_smi_compute_cap_beats_the_model_table(tmp_path):
+    h = fakehost.ubuntu(tmp_path / "root", gpus=[("NVIDIA GeForce RTX 3090", "8.6"), ("NVIDIA H100 80GB HBM3", "9.0")])
+    # The kernel module names the second GPU otherwise (listed first: matched by PCI address).
+    h.proc_gpu("0000:01:00.0", "NVIDIA GeForce RTX 3090")
+    h.proc_gpu("0001:01:00.0", "NVIDIA GeForce GTX 1080")
+    rc, data = doctor(h.root)
+    gpus = data["host"]["gpus"]
+    assert [(g["capability"], g["source"], g["model_capability"]) for g in gpus] == [
+        ("8.6", "nvidia-smi", "8.6"), ("9.0", "nvidia-smi", "6.1")]
+    assert gpus[1]["model_source"] == "/proc/driver/nvidia/gpus/0001:01:00.0/information"
+    (f,) = [f for f in data["findings"] if f["rule"] == "gpu-capability-mismatch"]
+    assert f["severity"] == "warning" and (f["capability"], f["model_capability"]) == ("9.0", "6.1")
+    assert f["message"] == ("GPU 1: NVIDIA H100 80GB HBM3, compute capability 9.0 (nvidia-smi); the model table gives "
+                            "6.1 for 'NVIDIA GeForce GTX 1080' (/proc/driver/nvidia/gpus/0001:01:00.0/information): "
+                            "nvidia-smi's 9.0 is used")
+    assert [c["status"] for c in checks(data)["gpus"]] == ["ok", "warning"]
+
+
+def test_a_driver_that_cannot_tell_compute_cap_leaves_the_model_table(tmp_path):
+    h = fakehost.ubuntu(tmp_path / "root", gpus=[("Tesla T4", "[N/A]")])
+    rc, data = doctor(h.root)
+    ((g),) = data["host"]["gpus"]
+    assert g["capability"] == "7.5" and "model table" in g["source"]
+    assert "gpu-capability-mismatch" not in {f["rule"] for f in data["findings"]}
+
+
+# -- several targets ---------------------------------------------------------------
+
+def test_the_first_example_of_the_doc_page_runs(tmp_path, build, monkeypatch):
+    """docs/doctor.md's example with a store path and a venv, on fixtures."""
+    from conftest import ROOT
+
+    example = next(line for line in (ROOT / "docs/doctor.md").read_text().splitlines()
+                   if line.startswith("closure-audit doctor ") and "--json" in line)
+    args = example.split(" # ")[0].split()[2:]
+    store = store_target(build, monkeypatch)
+    torch_tree(build)
+    os.symlink(store, tmp_path / "result")
+    paths = {"./result": str(tmp_path / "result"), "~/venv": str(build.root / "venv")}
+    assert set(paths) <= set(args), example
+    h = fakehost.nixos(tmp_path / "root")
+    p = run_cli("doctor", *[paths.get(a, a) for a in args], "--root", str(h.root), env={"PATH": PATH})
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    validate(data)
+    assert data["mode"] == "mixed" and data["target"] == [str(store), str(build.root / "venv")]
+    c = checks(data)
+    assert len(c["driver-library"]) == 2 and len(c["cuda-runtime"]) == 2
+    assert c["driver-library"][0]["message"].startswith(f"{store}: the target's 1 object")
+    assert c["cuda-runtime"][1]["message"].startswith(f"{build.root / 'venv'}: CUDA 13.0")

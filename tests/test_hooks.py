@@ -10,26 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
 from contract_eval import hook_environment
 from closure_audit.elf.reader import read_elf
+from hookfile import DRIVER_LINK, runpath_hook  # noqa: F401 (a fixture)
 from nixstore import needs_nix, nix_build
 from parts import needs
 
-HOOK = ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
-DRIVER = "/run/opengl-driver/lib"
+DRIVER = f"{DRIVER_LINK}/lib"
 
 pytestmark = needs("patchelf", shutil.which("patchelf") is not None)
 
 
-def run_hook(outputs: dict[str, Path], env: dict | None = None, script: str = "autoAddOpenGLRunpath",
+def run_hook(hook: Path, outputs: dict[str, Path], env: dict | None = None, script: str = "autoAddOpenGLRunpath",
              structured: bool = False):
     """Source the hook in plain bash, strict mode, and run it over `outputs`;
     `structured`: the outputs as __structuredAttrs gives them."""
     given, declare = hook_environment(outputs, structured)
     e = {"PATH": os.environ["PATH"], **given}
     e.update(env or {})
-    return subprocess.run(["bash", "-c", f'set -euo pipefail; {declare}source "{HOOK}"; {script}'], env=e,
+    return subprocess.run(["bash", "-c", f'set -euo pipefail; {declare}source "{hook}"; {script}'], env=e,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -61,11 +60,11 @@ def tree(build, objects):
 
 
 @pytest.mark.parametrize("structured", [False, True], ids=["plain", "structured-attrs"])
-def test_every_kind_of_file(tree, structured):
+def test_every_kind_of_file(runpath_hook, tree, structured):
     out, lib = tree["out"], tree["lib"]
     before = {p: p.read_bytes() for p in (out / "bin/static", lib / "lib/libstatic.a", lib / "lib/object.o",
                                           out / "bin/script")}
-    p = run_hook(tree, structured=structured)
+    p = run_hook(runpath_hook, tree, structured=structured)
     assert p.returncode == 0, p.stderr
     # The stubs entry is replaced, the others keep their order, the driver comes first.
     assert runpath(out / "bin/app") == f"{DRIVER}:/nix/store/aaaa-dep/lib:/nix/store/cccc-x/lib"
@@ -81,11 +80,11 @@ def test_every_kind_of_file(tree, structured):
     assert not list(lib.rglob(".autoAddOpenGLRunpath.*"))
 
 
-def test_idempotent(tree):
-    assert run_hook(tree).returncode == 0
+def test_idempotent(runpath_hook, tree):
+    assert run_hook(runpath_hook, tree).returncode == 0
     snapshot = {p: p.read_bytes() for p in tree["lib"].rglob("*") if p.is_file()}
     snapshot.update({p: p.read_bytes() for p in tree["out"].rglob("*") if p.is_file()})
-    assert run_hook(tree).returncode == 0
+    assert run_hook(runpath_hook, tree).returncode == 0
     for path, data in snapshot.items():
         assert path.read_bytes() == data, path
     assert runpath(tree["lib"] / "lib/libplain.so").count(DRIVER) == 1
@@ -93,43 +92,43 @@ def test_idempotent(tree):
 
 @pytest.mark.parametrize("switch", ["dontAutoAddOpenGLRunpath", "dontUseAutoAddDriverRunpath",
                                     "dontUseAutoAddOpenGLRunpath"])
-def test_opt_out(tree, switch):
+def test_opt_out(runpath_hook, tree, switch):
     """Its own switch, and those of nixpkgs' autoAddDriverRunpath it may stand in for."""
     before = (tree["lib"] / "lib/libplain.so").read_bytes()
-    assert run_hook(tree, env={switch: "1"}).returncode == 0
+    assert run_hook(runpath_hook, tree, env={switch: "1"}).returncode == 0
     assert (tree["lib"] / "lib/libplain.so").read_bytes() == before
-    assert run_hook(tree).returncode == 0 and (tree["lib"] / "lib/libplain.so").read_bytes() != before
+    assert run_hook(runpath_hook, tree).returncode == 0 and (tree["lib"] / "lib/libplain.so").read_bytes() != before
 
 
-def test_a_file_patchelf_cannot_handle_fails_the_build_and_is_left_whole(tree):
+def test_a_file_patchelf_cannot_handle_fails_the_build_and_is_left_whole(runpath_hook, tree):
     bad = tree["lib"] / "lib/libbroken.so"
     good = (tree["lib"] / "lib/libplain.so").read_bytes()
     # An ELF shared object header with no program headers behind it.
     bad.write_bytes(good[:18] + b"\0" * 46)
     before = bad.read_bytes()
-    p = run_hook(tree)
+    p = run_hook(runpath_hook, tree)
     assert p.returncode != 0
     assert f"autoAddOpenGLRunpath: patchelf cannot read the runpath of {bad}" in p.stderr
     assert bad.read_bytes() == before
     assert not list(tree["lib"].rglob(".autoAddOpenGLRunpath.*"))
 
 
-def test_sourcing_registers_and_runs_nothing(tree):
+def test_sourcing_registers_and_runs_nothing(runpath_hook, tree):
     """Sourcing defines the function and appends it to postFixupHooks, as
     nixpkgs' setup.sh sources setup hooks; nothing is patched until fixup."""
     before = (tree["lib"] / "lib/libplain.so").read_bytes()
-    p = run_hook(tree, script='declare -F autoAddOpenGLRunpath; echo "${postFixupHooks[*]}"')
+    p = run_hook(runpath_hook, tree, script='declare -F autoAddOpenGLRunpath; echo "${postFixupHooks[*]}"')
     assert p.returncode == 0 and p.stdout.split() == ["autoAddOpenGLRunpath", "autoAddOpenGLRunpath"]
     assert (tree["lib"] / "lib/libplain.so").read_bytes() == before
 
 
 @needs_nix
-def test_inside_a_nix_build(tmp_path):
+def test_inside_a_nix_build(tmp_path, runpath_hook):
     """Built by Nix: gcc makes the files, the hook patches both outputs."""
     (out, lib) = nix_build(tmp_path, f'''
       let d = builtins.derivation {{
         name = "fixture-hooked"; inherit system; builder = "/bin/bash"; outputs = [ "out" "lib" ];
-        PATH = "/usr/local/bin:/usr/bin:/bin"; hook = {HOOK};
+        PATH = "/usr/local/bin:/usr/bin:/bin"; hook = {runpath_hook};
         args = [ "-euo" "pipefail" "-c" \'\'
           mkdir -p $out/bin $lib/lib
           echo 'int f(void) {{ return 1; }}' > f.c

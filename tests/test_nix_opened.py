@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 from conftest import ROOT, run_cli, validate
+from hookfile import runpath_hook  # noqa: F401 (a fixture)
 from nixstore import needs_nix, nix_build
 
 pytestmark = needs_nix
 
-HOOK = ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
 
 
 def opener_c(*names: str) -> str:
@@ -36,7 +36,7 @@ in rec {{
   cublas = lib "fixture-libcublas-13.1" "libcublas.so.13" "{opener_c("libcuda.so.1", "libcuda.so")}" "";
   cublasHooked = builtins.derivation {{
     name = "fixture-libcublas-hooked-13.1"; inherit system; builder = "/bin/bash";
-    PATH = "/usr/local/bin:/usr/bin:/bin"; hook = {HOOK};
+    PATH = "/usr/local/bin:/usr/bin:/bin"; hook = "@HOOK@";
     args = [ "-euo" "pipefail" "-c" ''
       mkdir -p $out/lib
       printf '%s' "{opener_c("libcuda.so.1", "libcuda.so")}" > c.c
@@ -60,7 +60,7 @@ def audit_json(path: str):
     return p.returncode, data
 
 
-def test_cublas_opening_the_driver_needs_the_driver_directory(tmp_path):
+def test_cublas_opening_the_driver_needs_the_driver_directory(tmp_path, runpath_hook):
     (bare,) = nix_build(tmp_path, BODY + ".cublas")
     rc, data = audit_json(bare)
     assert rc == 1 and data["mode"] == "nix-store"
@@ -72,7 +72,7 @@ def test_cublas_opening_the_driver_needs_the_driver_directory(tmp_path):
     text = run_cli("audit", bare)
     assert text.returncode == 1 and "missing-driver-runpath" in text.stdout and "libcuda.so.1" in text.stdout
 
-    (hooked,) = nix_build(tmp_path, BODY + ".cublasHooked")
+    (hooked,) = nix_build(tmp_path, BODY.replace('"@HOOK@"', str(runpath_hook)) + ".cublasHooked")
     rc, data = audit_json(hooked)
     assert rc == 0, data["findings"]
     assert [(o["name"], o["class"], o["how"]) for o in data["opened"]] == [("libcuda.so.1", "driver", "driver")]

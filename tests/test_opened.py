@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from conftest import run_cli, validate
 from closure_audit.commands.audit import audit
 from closure_audit.elf.reader import read_elf
-from closure_audit.elf.strings import names_in, read_names
+from closure_audit.elf.strings import NoteEntry, names_in, read_names
 from closure_audit.findings.policy import Policy
 from closure_audit.loader import dlopen
 from closure_audit.loader import model as ld
@@ -195,3 +196,110 @@ def test_an_optional_name_never_fails(build):
     report, _ = audit([str(build.root)], Policy())
     assert not report.failed
     assert {f.rule for f in report.findings} == {"optional-dlopen-library"}
+
+
+# -- the dlopen metadata note -----------------------------------------------------
+
+def note_code(entries, *, raw: bytes | None = None, strings=()) -> str:
+    """C source of a library carrying a `.note.dlopen` section, as systemd's
+    SD_ELF_NOTE_DLOPEN emits it (owner FDO, type 0x407c0c0a, 4-byte aligned
+    JSON), plus strings that open names the way code does."""
+    text = (raw if raw is not None else json.dumps(entries).encode()).decode()
+    asm = (".pushsection .note.dlopen,\"a\",@note\n.balign 4\n.long 4\n.long 2f-1f\n.long 0x407c0c0a\n"
+           ".asciz \"FDO\"\n1: .asciz " + json.dumps(text) + "\n2: .balign 4\n.popsection\n")
+    return (f"__asm__({json.dumps(asm)});\n"
+            + OPENER % ", ".join(f'"{n}"' for n in strings))
+
+
+NOTE = [{"soname": ["libnvrtc.so.13", "libnvrtc.so.12"], "priority": "required", "feature": "NVRTC",
+         "description": "compiles kernels at run time"},
+        {"soname": ["libcufile.so.0"], "priority": "recommended", "feature": "GPUDirect Storage"},
+        {"soname": ["libibverbs.so.1"], "priority": "suggested", "feature": "RDMA"},
+        {"soname": ["libpresent.so.2"], "priority": "required", "feature": "present"}]
+
+
+def test_dlopen_note_is_read_with_its_offsets(build):
+    lib = build.lib("lib/libnoted.so.1", code=note_code(NOTE))
+    assert subprocess.run(["readelf", "-n", str(lib)], capture_output=True, text=True).stdout.count("FDO") == 1
+    found, _ = read_names(str(lib))
+    notes = [n for n in found if isinstance(n, NoteEntry)]
+    assert [(n.sonames, n.priority, n.feature) for n in notes] == [
+        (tuple(e["soname"]), e["priority"], e["feature"]) for e in NOTE]
+    data = lib.read_bytes()
+    for n in notes:
+        assert data[n.offset:].startswith(n.sonames[0].encode() + b'"') and n.section == ".note.dlopen"
+
+
+def test_dlopen_note_priorities_judge_what_is_missing(build):
+    """A library declaring NVRTC as required in its note, in a tree without
+    NVRTC: an error with the note's feature and offset; recommended is a
+    warning, suggested info; a name both in the note and in .rodata is one
+    request, with the note's priority."""
+    build.lib("lib/libpresent.so.2")
+    lib = build.lib("lib/libnoted.so.1", code=note_code(NOTE, strings=["libnvrtc.so.13", "libmystery.so.4"]),
+                    runpath=["$ORIGIN"])
+    report, _ = audit([str(build.root)], Policy())
+    rules = by_rule(report)
+    (f,) = rules["unresolved-dlopen-library"]
+    assert (f.file, f.severity, f.fields["needed"], f.fields["priority"], f.fields["feature"]) == (
+        str(lib), "error", "libnvrtc.so.13", "required", "NVRTC")
+    assert f.fields["sonames"] == ["libnvrtc.so.13", "libnvrtc.so.12"]
+    assert lib.read_bytes()[f.fields["offset"]:].startswith(b'libnvrtc.so.13"')
+    (w,) = rules["recommended-dlopen-library"]
+    assert (w.severity, w.fields["needed"], w.fields["feature"]) == ("warning", "libcufile.so.0", "GPUDirect Storage")
+    (i,) = [x for x in rules["optional-dlopen-library"] if x.fields.get("priority")]
+    assert (i.severity, i.fields["needed"]) == ("info", "libibverbs.so.1")
+    rows = {r.name: r for r in report.opened}
+    assert [r.priority for r in report.opened if r.name.startswith("libnvrtc")] == ["required"]
+    assert rows["libpresent.so.2"].how == ld.RUNPATH and rows["libmystery.so.4"].priority is None
+    p = run_cli("audit", "--json", str(build.root))
+    data = json.loads(p.stdout)
+    validate(data)
+    assert p.returncode == 1
+    assert {o["name"]: o["priority"] for o in data["opened"]}["libnvrtc.so.13"] == "required"
+
+
+def test_an_unreadable_dlopen_note_is_reported(build):
+    build.lib("lib/libbad.so.1", code=note_code(None, raw=b'[{"soname": "libnvrtc.so.13"'))
+    report, _ = audit([str(build.root)], Policy())
+    (f,) = by_rule(report)["invalid-elf"]
+    assert "dlopen note" in f.message and "not JSON" in f.message
+
+
+# -- names without a version, against glibc --------------------------------------------
+
+@pytest.mark.parametrize("case", ["sibling-loaded", "sibling-in-runpath"])
+def test_a_name_without_a_version_is_not_its_versioned_file(build, case):
+    """dlopen("libzzzrt.so") while libzzzrt.so.13 is loaded, or lies in the
+    opener's runpath: glibc compares exact names and SONAMEs and searches for
+    a file of exactly that name, so the call fails."""
+    rt = build.lib("lib/libzzzrt.so.13")
+    links = [rt] if case == "sibling-loaded" else []
+    lib = opener(build, "lib/libcupti.so.13", ["libzzzrt.so"], links=links, runpath=["$ORIGIN"])
+    exe = build.exe("bin/app", code=MAIN, links=[lib], runpath=["$ORIGIN/../lib"])
+    assert real_dlopen(exe) == 0  # the real dlopen failed
+    assert model_dlopen(exe, lib) == [ld.NOT_FOUND]
+    report, _ = audit([str(build.root)], Policy())
+    row = next(r for r in report.opened if r.name == "libzzzrt.so")
+    assert row.how == ld.NOT_FOUND
+    rules = by_rule(report)
+    if case == "sibling-loaded":
+        (f,) = rules["dlopen-fallback-name"]
+        assert (f.severity, f.file, f.fields["loaded"]) == ("info", str(lib), str(rt)) and row.fallback_for == str(rt)
+        assert "fallback" in f.message and not report.failed
+    else:
+        assert row.fallback_for is None and [f.fields["needed"] for f in rules["unknown-dlopen-library"]] == [
+            "libzzzrt.so"]
+
+
+def test_a_plugin_declared_in_a_dlopen_note_takes_the_notes_feature(build):
+    gone = build.lib("gone/libwidgetkit.so.2")
+    plug = build.lib("lib/libplug.so.1", links=[gone], runpath=["$ORIGIN"])
+    build.lib("lib/libhost.so.1", runpath=["$ORIGIN"], code=note_code(
+        [{"soname": ["libplug.so.1"], "priority": "suggested", "feature": "widgets"}]))
+    shutil.rmtree(build.root / "gone")
+    report, _ = audit([str(build.root / "lib")], Policy())
+    (f,) = by_rule(report)["plugin-unresolved-library"]
+    assert (f.file, f.fields["needed"], f.fields["feature"], f.severity) == (
+        str(plug), "libwidgetkit.so.2", "widgets", "warning")
+    assert not report.failed

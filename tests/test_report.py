@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from closure_audit.closure.graph import Closure, build_graph
 from closure_audit.closure.sizes import added_sizes, dominator_tree
 from closure_audit.closure.evidence import Hit
-from closure_audit.cuda_redist import REDIST_NAMES, is_cuda_redist
+from closure_audit.cuda_redist import LIBRARY_PACKAGES, REDIST_NAMES, install_hint, is_cuda_redist, library_package
 from closure_audit.errors import UsageError
 from closure_audit.findings.rules import Finding
 from closure_audit.output import html
@@ -80,6 +80,24 @@ def test_cuda_redistributables_by_store_name():
     for name in ("glibc-2.40-66", "python3.12-torch-2.9.0-lib", "libnvme-1.9", "cuda-samples-12.4",
                  "magma-2.7.2", "nvidia-x11-550.78", "cudaPackages-helper"):
         assert not is_cuda_redist(name), name
+
+
+def test_what_ships_each_cuda_library():
+    """Each CUDA library names a redistributable of the manifests and the wheel
+    redist-features maps to that redistributable."""
+    from redist_features.archive import WHEEL_TO_REDIST
+
+    assert library_package("libcudart.so.13") == ("cuda_cudart", "nvidia-cuda-runtime")
+    assert library_package("libcusparseLt.so.0") == ("libcusparse_lt", "nvidia-cusparselt-cuXX")
+    assert library_package("libcusparse.so.12")[0] == "libcusparse"
+    assert library_package("libnvrtc-builtins.so.13.0")[0] == "cuda_nvrtc"
+    assert library_package("libfoo.so.1") is None and "wheel or redistributable" in install_hint("libfoo.so.1")
+    assert install_hint("libcublas.so.13") == ("the nvidia-cublas wheel (nvidia-cublas-cu12 for CUDA 12) or the "
+                                               "libcublas redistributable")
+    for _patterns, redist, wheel in LIBRARY_PACKAGES:
+        assert redist in REDIST_NAMES, redist
+        dist = wheel.removesuffix("-cuXX").replace("-", "_")
+        assert WHEEL_TO_REDIST.get(dist, redist) == redist, wheel
 
 
 @pytest.mark.skipif(not (ROOT / "pkgs").is_dir(), reason="a source tree without pkgs/ (the Nix package's check)")

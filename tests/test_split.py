@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
+import hookfile
 import redist_fixture
 from conftest import ROOT, run_cli
 from contract_eval import PREDICATE, hook_environment
+from hookfile import runpath_hook  # noqa: F401 (a fixture)
 from nixstore import needs_nix, nix_build, path_info
 from parts import needs
 
 SETUP = ROOT / "tests/contract/nixpkgs-contract-stub/setup.sh"
-RUNPATH_HOOK = ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
 
 HOOK = ROOT / "hooks/split-redist-outputs.sh"
 ALL = ["out", "lib", "static", "dev", "stubs", "bin", "doc", "samples"]
@@ -187,8 +188,8 @@ def test_the_stand_in_runs_hooks_as_nixpkgs_runhook_does():
     assert p.stdout.split("\n")[:5] == ["implicit", "f a b", "eval", "from-variable", "declared"]
 
 
-def test_sourcing_the_hooks_registers_them_where_fixup_runs_them():
-    p = _driver(f'source "{HOOK}"; source "{RUNPATH_HOOK}"; echo "${{preFixupHooks[*]}}|${{postFixupHooks[*]}}"')
+def test_sourcing_the_hooks_registers_them_where_fixup_runs_them(runpath_hook):
+    p = _driver(f'source "{HOOK}"; source "{runpath_hook}"; echo "${{preFixupHooks[*]}}|${{postFixupHooks[*]}}"')
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "splitRedistOutputs|propagateRedistOutputs autoAddOpenGLRunpath"
 
@@ -233,7 +234,7 @@ def _cudart_build(tmp_path: Path, structured: bool, hook: Path = HOOK, consumer:
     expr = (CUDART_BUILD.replace("@STUB@", str(ROOT / "tests/contract/nixpkgs-contract-stub"))
             .replace("@OVERLAYS@", str(ROOT / "overlays")).replace("@PREDICATE@", PREDICATE.replace("./", f"{ROOT}/"))
             .replace("@SETUP@", str(SETUP)).replace("@ARCHIVE@", str(archive)).replace("@HOOK@", str(hook))
-            .replace("@RUNPATH_HOOK@", str(RUNPATH_HOOK)).replace("@STRUCTURED@", "true" if structured else "false"))
+            .replace("@RUNPATH_HOOK@", str(hookfile.substituted(tmp_path))).replace("@STRUCTURED@", "true" if structured else "false"))
     if not consumer:
         return None, dict(zip(["out", "lib", "static", "dev"], nix_build(tmp_path, expr, attr="outs")))
     program, *paths = nix_build(tmp_path, expr, attr="all")

@@ -74,12 +74,6 @@ stdenv.mkDerivation (finalAttrs: {
   propagatedBuildOutputs = [ ];
   splitRedistStrict = strict;
   allowFHSReferences = false;
-  # The split runs before stdenv's multiple-outputs moves (preFixup): these
-  # keep the manual pages and info where the split put them.
-  ${if has "doc" then "outputMan" else null} = "doc";
-  ${if has "doc" then "outputInfo" else null} = "doc";
-  ${if has "doc" then "outputDevman" else null} = "doc";
-  ${if has "doc" then "outputDevdoc" else null} = "doc";
 
   # The driver comes from the machine, through the runpath the hook adds.
   autoPatchelfIgnoreMissingDeps = [
@@ -89,6 +83,14 @@ stdenv.mkDerivation (finalAttrs: {
 
   passthru = {
     redistName = name;
+    # Read by meta.broken: each failed assertion is a reason, printed as a
+    # warning when the package is evaluated, as cuda-modules' buildRedist does.
+    brokenAssertions = [
+      {
+        message = "an output list exists for ${name} on this platform (pkgs/cuda/outputs; redist-features makes it)";
+        assertion = archive == null || outputs != null;
+      }
+    ];
     inherit cudaMajorMinorVersion archive;
     redistOutputs = outputs;
   }
@@ -99,7 +101,23 @@ stdenv.mkDerivation (finalAttrs: {
 
   meta = {
     inherit description license platforms;
-    broken = archive != null && outputs == null;
+    broken =
+      let
+        failed = map (a: a.message) (
+          builtins.filter (a: !a.assertion) finalAttrs.passthru.brokenAssertions
+        );
+      in
+      lib.warnIf (failed != [ ])
+        "${finalAttrs.name} is marked broken: ${lib.concatStringsSep "; " failed}"
+        (failed != [ ]);
     sourceProvenance = [ lib.sourceTypes.binaryNativeCode ];
   };
+}
+# The split runs before stdenv's multiple-outputs moves (preFixup): these keep
+# the manual pages and info where the split put them.
+// lib.optionalAttrs (has "doc") {
+  outputMan = "doc";
+  outputInfo = "doc";
+  outputDevman = "doc";
+  outputDevdoc = "doc";
 })

@@ -28,6 +28,7 @@ from closure_audit.closure.budgets import load_budgets  # noqa: E402
 from closure_audit.closure.graph import load_dump  # noqa: E402
 from closure_audit.elf import fatbin  # noqa: E402
 from closure_audit.elf.reader import InvalidElf, parse_elf, parse_sections  # noqa: E402
+from closure_audit.elf.strings import NOTE_OWNER, NOTE_TYPE, notes_in  # noqa: E402
 from closure_audit.elf.walk import Walker  # noqa: E402
 from closure_audit.elf.wheel import WheelFiles  # noqa: E402
 from closure_audit.errors import InputError  # noqa: E402
@@ -59,6 +60,14 @@ def elf(data: bytes) -> None:
         parse_sections(data, len(data))
     except InvalidElf:
         pass
+
+
+def dlopen_note(data: bytes) -> None:
+    """A note section as the dlopen metadata reader walks it, in both byte
+    orders: entries or entries marked with their error, never an exception."""
+    for little in (True, False):
+        for entry in notes_in(data, 0, len(data), ".note.dlopen", little):
+            assert 0 <= entry.offset < len(data) and (entry.error is not None or entry.sonames)
 
 
 def fat_binary(data: bytes) -> None:
@@ -154,6 +163,22 @@ def container(entries: list[tuple[int, int, int, bytes]]) -> bytes:
     return struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, len(body)) + body
 
 
+def note(desc: bytes, owner: bytes = NOTE_OWNER, kind: int = NOTE_TYPE, order: str = "<") -> bytes:
+    """One ELF note, 4-byte aligned."""
+    def pad(b: bytes) -> bytes:
+        return b + bytes(-len(b) % 4)
+    return struct.pack(order + "3I", len(owner), len(desc), kind) + pad(owner) + pad(desc)
+
+
+def _note_seeds() -> list[bytes]:
+    entries = [{"soname": ["libnvrtc.so.13", "libnvrtc.so.12"], "priority": "required", "feature": "NVRTC",
+                "description": "compiles kernels at run time"},
+               {"soname": ["libibverbs.so.1"], "priority": "suggested"}]
+    one = note(json.dumps(entries).encode() + b"\0")
+    gnu = note(bytes(16), b"GNU\0", 3)
+    return [one, gnu + one, note(json.dumps(entries[:1]).encode() + b"\0", order=">"), one[:-8]]
+
+
 def _fatbin_seeds() -> list[bytes]:
     a = container([(2, 90, 0, bytes(32)), (1, 90, 0, b".version 8.0\0" + bytes(3))])
     b = container([(8, 100, fatbin.FLAG_F, bytes(16))])
@@ -237,6 +262,7 @@ class Target:
 TARGETS = {
     "elf": Target(elf, _elf_seeds),
     "fat-binary": Target(fat_binary, _fatbin_seeds),
+    "dlopen-note": Target(dlopen_note, _note_seeds),
     "path-info": Target(path_info, _path_info_seeds),
     "policy": Target(policy_toml, _policy_seeds),
     "budgets": Target(budgets_toml, _budgets_seeds),

@@ -2,7 +2,8 @@
 
 Exit status: 0 no finding of severity error, 1 at least one (for `why
 PATTERN`: no path matched), 2 usage or input errors (always one line on
-stderr, never a traceback)."""
+stderr, never a traceback). When the reader of standard output goes away
+(`| head`), the process ends by SIGPIPE, as Unix tools do (a shell shows 141)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import argparse
 import functools
 import importlib
 import os
+import re
+import signal
 import sys
 
 from . import __version__
@@ -61,7 +64,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     argument, milliseconds that a command starting in tens of them should
     not spend on the others."""
     p = _Parser(prog="closure-audit",
-                description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.")
+                description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.",
+                epilog="`closure-audit [OPTION...] TARGET...` is `closure-audit audit`.")
     p.add_argument("--version", action="version", version=f"closure-audit {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     for name in [only] if only in COMMANDS else COMMANDS:
@@ -70,12 +74,42 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _with_command(argv: list[str]) -> list[str]:
+    """The arguments with a command first: `closure-audit PATH` and
+    `closure-audit --json PATH` mean `closure-audit audit ...`; options may
+    come before the command (`closure-audit --json size X`). A word that is
+    neither a command nor an existing path is taken for a mistyped command."""
+    if not argv or argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    if argv[0].startswith("-"):
+        i = next((i for i, a in enumerate(argv) if a in COMMANDS), None)
+        if i is not None:
+            return [argv[i], *argv[:i], *argv[i + 1:]]
+        return argv if "-h" in argv or "--help" in argv else ["audit", *argv]
+    word = argv[0]
+    if re.fullmatch(r"[A-Za-z][\w-]*", word) and not os.path.lexists(word):  # not ./path, .#attr, /nix/...
+        import difflib  # only for this message: start-up stays lean
+
+        close = difflib.get_close_matches(word, COMMANDS, n=1)
+        hint = f"did you mean {close[0]}?" if close else \
+            f"commands: {', '.join(COMMANDS)}; or an existing path to audit"
+        raise UsageError(f"unknown command '{word}' ({hint})")
+    return ["audit", *argv]
+
+
+def reader_gone() -> int:
+    """End as Unix tools do when the reader of standard output goes away: by
+    SIGPIPE, with nothing left to flush at exit (no "Exception ignored")."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + signal.SIGPIPE  # not reached where the signal ends the process
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `closure-audit PATH` means `closure-audit audit PATH`.
-    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
-        argv.insert(0, "audit")
     try:
+        argv = _with_command(argv)
         args = build_parser(argv[0] if argv else None).parse_args(argv)
         if args.command is None:
             raise UsageError("a command or a target is required (try --help)")
@@ -89,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         print("closure-audit: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly; nothing is flushed at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_USAGE
+        return reader_gone()
 
 
 if __name__ == "__main__":

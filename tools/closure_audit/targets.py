@@ -5,9 +5,14 @@ resolve in."""
 from __future__ import annotations
 
 import os
+import re
 
 from .errors import TargetError
 from .storepath import store_dir
+
+# What a closure command (size, why, diff, gate, report) takes as a target.
+CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a saved "
+                   "`nix path-info --json --recursive` dump")
 
 
 def is_wheel(path: str) -> bool:
@@ -15,25 +20,35 @@ def is_wheel(path: str) -> bool:
     return path.endswith(".whl") and os.path.isfile(path)
 
 
-def tree_root_for_file(path: str) -> str:
-    """The environment a lone file belongs to: the nearest ancestor that is a
-    venv, a conda env or a Python prefix, else the file's own directory."""
-    d = os.path.dirname(path)
-    probe = d
+# pip's install directory under a prefix: lib/python3.12/site-packages,
+# Debian's lib/python3/dist-packages.
+_SITE = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?:site|dist)-packages$")
+
+
+def tree_root_for_file(path: str) -> str | None:
+    """The environment a lone file belongs to: the nearest enclosing venv or
+    conda env, else the site-packages (or dist-packages) of a Python prefix,
+    else None. Of a bare prefix only site-packages is the tree, not the prefix:
+    /usr/local holds /usr/local/lib, a host directory, and often
+    /usr/local/cuda, the very host copy a tree must not rely on."""
+    ancestors = []
+    probe = os.path.dirname(path)
     while probe not in ("/", ""):
-        if (os.path.exists(os.path.join(probe, "pyvenv.cfg"))
-                or os.path.isdir(os.path.join(probe, "conda-meta"))):
-            return probe
+        ancestors.append(probe)
         probe = os.path.dirname(probe)
-    return d
+    env = next((a for a in ancestors if os.path.exists(os.path.join(a, "pyvenv.cfg"))
+                or os.path.isdir(os.path.join(a, "conda-meta"))), None)
+    return env or next((a for a in ancestors if _SITE.search(a)), None)
 
 
-def resolve_targets(targets: list[str], root: str | None = None) -> tuple[list[str], str, tuple[str, ...]]:
-    """Real paths of the targets, the common mode and the tree roots."""
+def resolve_targets(targets: list[str], root: str | None = None
+                    ) -> tuple[list[str], str, tuple[str, ...], tuple[str, ...]]:
+    """Real paths of the targets, the common mode, the tree roots, and the
+    file targets whose tree could not be told (their directory stands in)."""
     if not targets:
         raise TargetError("no target given")
     store = store_dir()
-    reals, modes, roots = [], set(), []
+    reals, modes, roots, unrooted = [], set(), [], []
     for t in targets:
         if not os.path.lexists(t):
             raise TargetError(f"target not found: {t}")
@@ -49,11 +64,16 @@ def resolve_targets(targets: list[str], root: str | None = None) -> tuple[list[s
         if os.path.isdir(real) or is_wheel(real):
             roots.append(real)
         else:
-            roots.append(tree_root_for_file(real))
+            found = tree_root_for_file(real)
+            if found is None:
+                unrooted.append(real)
+            roots.append(found or os.path.dirname(real))
     if len(modes) > 1:
         raise TargetError("targets mix Nix store paths and other trees; audit them in separate runs")
     if root is not None:
         if not os.path.isdir(root):
             raise TargetError(f"--root is not a directory: {root}")
         roots = [os.path.realpath(root)] + [r for r in reals if is_wheel(r)]
-    return reals, modes.pop(), tuple(dict.fromkeys(roots))
+        unrooted = []
+    mode = modes.pop()
+    return reals, mode, tuple(dict.fromkeys(roots)), tuple(unrooted) if mode == "tree" else ()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
+from closure_audit.cli import reader_gone
 from closure_audit.errors import InputError
 
 from . import __version__
@@ -29,11 +29,13 @@ def main(argv: list[str] | None = None) -> int:
             status = _manifest(argv[1:])
             sys.stdout.flush()
             return status
-        p = _Parser(prog="redist-features", description="Which outputs NVIDIA redistributables fill.")
+        p = _Parser(prog="redist-features", description="Which outputs NVIDIA redistributables fill. "
+                    "`redist-features manifest --help`: the output list of a whole release.")
         p.add_argument("--version", action="version", version=f"redist-features {__version__}")
         p.add_argument("sources", nargs="+", metavar="ARCHIVE_OR_DIR",
                        help="a redist tarball (.tar.xz), a wheel (.whl) or an unpacked directory")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true",
+                       help="print JSON, schema redist-features/1 (docs/redist-features.md)")
         args = p.parse_args(argv)
         results = [inspect(s) for s in args.sources]
         if args.json:
@@ -50,9 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly; nothing is flushed at exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 2
+        return reader_gone()
 
 
 def _manifest(argv: list[str]) -> int:

@@ -180,7 +180,18 @@ let
     # unless named; its inputs are `packages` and those of each of `inputsFrom`,
     # all of which evaluate with it.
     mkShell = args: record "mkShell" (args // { name = args.name or "nix-shell"; }) { };
-    makeSetupHook = attrs: script: record "makeSetupHook" (attrs // { inherit script; }) { };
+    # pkgs/build-support/trivial-builders/default.nix: makeSetupHook is a
+    # runCommand whose environment holds the substitutions, so each is an
+    # attribute of the hook (addDriverRunpath.driverLink); substituteAll puts
+    # them into the script.
+    makeSetupHook =
+      attrs: script: record "makeSetupHook" (attrs // { inherit script; }) (attrs.substitutions or { });
+    # pkgs/by-name/ad/addDriverRunpath/package.nix: where NixOS links the
+    # driver's libraries.
+    addDriverRunpath = self.makeSetupHook {
+      name = "add-driver-runpath-hook";
+      substitutions.driverLink = "/run/opengl-driver" + lib.optionalString (system == "i686-linux") "-32";
+    } "add-driver-runpath-hook.sh";
     fetchurl = args: record "fetchurl" (args // { name = args.name or (baseNameOf args.url); }) { };
     autoPatchelfHook = tool "autoPatchelfHook";
     # pkgs/by-name/au/autoAddDriverRunpath: nixpkgs' own driver-runpath hook.

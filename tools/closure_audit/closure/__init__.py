@@ -2,8 +2,7 @@
 resolve sizes, chains and the evidence behind each reference, compare two
 closures, and check budgets.
 
-May import elf/, loader/, findings/ (rules, policy, the Findings collector)
-and the foundations; never output/ or commands/.
+What it may import: the README's architecture table.
 """
 
 # Requests in flight at once against a binary cache (--store): here, where the

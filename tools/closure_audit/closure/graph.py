@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ClosureError
 from ..nix import find, nix, run
 from ..storepath import is_store_basename, store_dir, top_store_path
+from ..targets import CLOSURE_TARGETS
 from .reach import reverse
 
 
@@ -133,6 +134,9 @@ def parse_path_info(data, store: str, source: str) -> dict[str, dict]:
                 raise ClosureError(f"{source}: not a nix path-info dump (a list entry has no 'path')")
             items.append((e["path"], None if e.get("valid") is False else e))
     elif isinstance(data, dict):
+        if isinstance(data.get("schema"), str):  # such as closure-audit's own --json report
+            raise ClosureError(f"{source} is a {data['schema']} report, not a `nix path-info --json --recursive` "
+                               f"dump")
         items = data.items()
     else:
         raise ClosureError(f"{source}: not a nix path-info dump")
@@ -266,7 +270,14 @@ def resolve_root(target: str, build: bool = False) -> str:
         raise ClosureError(f"target not found: {target}")
     if build:
         nix("build", "--no-link", target, what=f"building {target}")
-    out = nix("path-info", target, what=f"{target} (not built? pass --build)")
+    try:
+        out = nix("path-info", target, what=target)
+    except ClosureError as exc:
+        # Nix evaluated the installable and found its output missing: the one
+        # failure that building mends (not a missing flake, attribute or file).
+        if not build and re.search(r"path '[^']*' is not valid$", str(exc)):
+            raise ClosureError(f"{exc} (not built? pass --build)") from None
+        raise
     paths = out.split()
     if not paths:
         raise ClosureError(f"{target}: nix returned no store path")
@@ -309,6 +320,8 @@ def load_dump(file: str, targets: list[str]) -> Closure:
         raise ClosureError(f"cannot read {file}: {exc.strerror}") from None
     store = store_dir()
     first = data[re.match(rb"\s*", data).end():][:1]
+    if not first:
+        raise ClosureError(f"{file} is empty: a saved closure is the output of `nix path-info --json --recursive`")
     if first in (b"{", b"["):
         try:
             parsed = loads(data)
@@ -333,10 +346,11 @@ def load_dump(file: str, targets: list[str]) -> Closure:
 
 
 def _not_a_closure(file: str, why: str) -> ClosureError:
-    hint = f"; to audit what {file} builds, build it (nix-build {file}) and give the result link" \
-        if file.endswith(".nix") else ""
-    return ClosureError(f"{file} is not a saved closure ({why}); a target is a store path, a result link, an "
-                        f"installable (.#attr) or a `nix path-info --json --recursive` dump{hint}")
+    if file.endswith(".nix"):  # a Nix expression, not what it builds
+        return ClosureError(f"{file} is a Nix file, not a closure: a target is {CLOSURE_TARGETS}; to read what "
+                            f"{file} builds, give an installable (.#attr of a flake), or build it (nix-build {file} "
+                            f"[-A ATTR]) and give the result link")
+    return ClosureError(f"{file} is not a saved closure ({why}): a target is {CLOSURE_TARGETS}")
 
 
 def _match_root(graph: Graph, target: str, file: str) -> str:

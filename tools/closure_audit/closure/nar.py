@@ -216,7 +216,3 @@ class NarReader:
             return "its hash differs from the narinfo's NarHash"
         return None
 
-
-def read_nar(reader) -> Iterator[Entry]:
-    """Walk the NAR that `reader` (a decompressed binary stream) holds."""
-    return NarReader(reader).entries()

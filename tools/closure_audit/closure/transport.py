@@ -46,6 +46,8 @@ class Transport:
     def __init__(self, url: str, connections: int = 32, timeout: float = 30.0, attempts: int = 5,
                  backoff: float = 0.1):
         parts = urllib.parse.urlsplit(url)
+        if not parts.scheme and parts.path:
+            raise ValueError(f"a store URL, not a path: did you mean file://{os.path.abspath(url)}?")
         if parts.scheme not in ("file", "http", "https"):
             raise ValueError(f"unsupported store URL scheme '{parts.scheme}' (file://, http:// or https://)")
         if parts.query or parts.fragment:
@@ -54,6 +56,8 @@ class Transport:
             if parts.netloc not in ("", "localhost"):
                 raise ValueError("a file:// store URL names a local directory (file:///DIR)")
             self.root = urllib.parse.unquote(parts.path).rstrip("/") or "/"
+            if not os.path.isdir(self.root):
+                raise ValueError(f"no such directory: {self.root}")
         elif not parts.hostname:
             raise ValueError("the store URL has no host")
         self.scheme = parts.scheme
@@ -173,6 +177,10 @@ class Transport:
                 resp = conn.getresponse()
             except ssl.SSLCertVerificationError as exc:  # no retry makes an untrusted server trusted
                 raise FetchError(f"{self._where(path)}: {exc.verify_message or exc}") from None
+            except socket.gaierror as exc:  # a name that does not resolve will not on the next try
+                if exc.errno != socket.EAI_AGAIN:
+                    raise FetchError(f"{self._where(path)}: {_describe(exc)}") from None
+                raise _Transient(_describe(exc)) from None
             except _TRANSIENT_ERRORS as exc:
                 raise _Transient(_describe(exc)) from None
             status = resp.status

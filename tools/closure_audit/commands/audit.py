@@ -25,7 +25,10 @@ def add_arguments(p) -> None:
     options.add_build(p)
     p.add_argument("--tree", metavar="FILE", help="show the resolved dependency tree of one object")
     p.add_argument("--root", metavar="DIR", help="the tree libraries must resolve in (tree mode; "
-                   "default: each directory target, or a lone file's venv or conda env)")
+                   "default: each directory target, or a lone file's venv, conda env or site-packages)")
+    p.add_argument("--opened", action="store_true",
+                   help="list every name objects may open at run time, one line each (by default one summary "
+                        "line after the findings; --json always lists them)")
     p.add_argument("--driver-dir", metavar="DIR", action="append",
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
 
@@ -74,15 +77,18 @@ def environment(mode: str, roots: tuple[str, ...], policy):
 
 
 def audit(targets: list[str], policy, root: str | None = None,
-          progress: Callable[[int], None] | None = None, closure=None):
+          progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False):
     """Read, resolve, judge: (the report, the loader that resolved it). With
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
-    or none that is valid, is an error: nothing would have been audited."""
+    or none that is valid, is an error: nothing would have been audited.
+    `need_root`: a lone file whose tree cannot be told is an error rather
+    than a tree of its own directory, which would call every library beside
+    the file's directory the host's."""
     from ..elf.strings import NameReader
     from ..elf.walk import walk_targets
     from ..findings.collector import Findings
-    from ..findings.loading import judge_loading
+    from ..findings.loading import FromHost, judge_loading, plugins
     from ..findings.opened import judge_opened
     from ..loader.chains import resolve
     from ..loader.model import Loader
@@ -96,6 +102,9 @@ def audit(targets: list[str], policy, root: str | None = None,
                               found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic
                               and os.path.isfile(path) else None)
         check_found(walked)
+        if need_root and walked.unrooted:
+            raise TargetError(f"{walked.unrooted[0]}: no venv, conda env or Python site-packages encloses it, "
+                              f"so the tree its libraries must resolve in is unknown: pass --root DIR")
     except BaseException:
         names.close()
         raise
@@ -105,12 +114,15 @@ def audit(targets: list[str], policy, root: str | None = None,
         findings.add("invalid-elf", path, reason, reason=reason)
     loader = Loader(env, known=walked.scan.elf, files=walked.files)
     resolved = resolve(loader, walked.scan.elf)
-    judge_loading(loader, resolved, findings)
     read = names.results()
     for path in walked.scan.elf:
         if path not in read and not os.path.isfile(path):
             read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
-    opened = judge_opened(loader, resolved, findings, read)
+    # What is opened first: it tells which entry points are plugins.
+    from_host = FromHost()
+    opened = judge_opened(loader, resolved, findings, read, from_host)
+    judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
+    from_host.report(findings)
     explanations = []
     if closure is not None:
         from ..closure.why import forbidden_paths
@@ -137,7 +149,7 @@ def check_found(walked) -> None:
             raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
         if walked.mode == "nix-store" and os.path.isdir(target):
             continue
-        from ..closure.graph import looks_like_dump  # networkx: only where needed, start-up stays lean
+        from ..closure.graph import looks_like_dump  # numpy and igraph: only where needed, start-up stays lean
 
         if os.path.isfile(target) and looks_like_dump(target):
             raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
@@ -156,7 +168,7 @@ def run(args) -> int:
     targets = [installable(t, args.build) for t in args.targets]
     closure = store_closure(targets, args.path_info, args.build)
     with progress() as shown:
-        report, loader = audit(targets, policy, root=args.root, progress=shown, closure=closure)
+        report, loader = audit(targets, policy, root=args.root, progress=shown, closure=closure, need_root=True)
         chain = tree_chain(report, loader, args.tree) if args.tree else None
     if args.json:
         from ..output.json_report import audit_json, emit
@@ -165,7 +177,7 @@ def run(args) -> int:
     else:
         from ..output.terminal import console, render_audit
 
-        render_audit(report, console(), chain)
+        render_audit(report, console(), chain, args.opened)
     return 1 if report.failed else 0
 
 
@@ -206,6 +218,8 @@ def tree_chain(report: Report, loader, path: str):
     candidates = [path] + [os.path.join(t, path) for t in report.targets if os.path.isdir(t)]
     found = next((c for c in candidates if os.path.isfile(c)), None)
     if found is None:
+        if any(os.path.isdir(c) for c in candidates):
+            raise UsageError(f"--tree takes one ELF file of the tree, not a directory: {path}")
         raise UsageError(f"--tree: file not found: {path}")
     real = os.path.realpath(found)
     try:

@@ -8,7 +8,6 @@ the GPU code), then judges (findings/doctor.py)."""
 from __future__ import annotations
 
 import os
-import re
 
 from ..errors import UsageError
 from . import options
@@ -40,11 +39,12 @@ def run(args) -> int:
         raise UsageError(f"--root is not a directory: {args.root}")
     policy = options.load_policy(args)
     host = probe(args.root)
-    facts = None
+    facts = []
     if args.targets:
         with progress() as shown:
-            facts = target_facts(resolve_installables(args.targets, args.build), policy, host.root, shown)
-    findings = Findings(policy, facts.mode if facts else "nix-store", None)
+            facts = [target_facts(group, policy, host, shown)
+                     for group in by_kind(resolve_installables(args.targets, args.build))]
+    findings = Findings(policy, facts[0].mode if facts else "nix-store", None)
     checks = judge_doctor(host, facts, findings)
     result = findings.sorted()
     if args.json:
@@ -71,55 +71,31 @@ def resolve_installables(targets: list[str], build: bool) -> list[str]:
     return paths
 
 
-_CUDART_FILE = re.compile(r"libcudart\.so\.(\d+)\.(\d+)(?:\.\d+)?$")
-_CUDART_STORE = re.compile(r"cuda_cudart-(\d+)\.(\d+)")
-_CUDART_WHEEL = re.compile(r"nvidia_cuda_runtime(?:_cu\d+)?-(\d+)\.(\d+)[^/]*\.dist-info$")
-_MAJOR_SONAMES = re.compile(r"lib(?:cudart|cublas|nvrtc|nvJitLink)\.so\.(\d+)$")
+def by_kind(paths: list[str]) -> list[list[str]]:
+    """The targets in groups audit can take together: store paths, then
+    trees (a venv, a conda env, a wheel): each group is judged on its own."""
+    from ..storepath import store_dir
+    from ..targets import is_wheel
+
+    store = store_dir() + "/"
+    groups: dict[bool, list[str]] = {}
+    for p in paths:
+        real = os.path.realpath(p)
+        groups.setdefault(real.startswith(store) and not is_wheel(real), []).append(p)
+    return [groups[k] for k in (True, False) if k in groups]
 
 
-def cuda_runtimes(objects: list[tuple[str, object]]) -> dict[tuple[int, int], str]:
-    """CUDA runtime releases in the target, each with the file that tells it:
-    libcudart's versioned file name, its store path's name or its wheel's
-    dist-info; failing all, the major version in a CUDA library's SONAME."""
-    from ..storepath import name_part, top_store_path
-
-    precise: dict[tuple[int, int], str] = {}
-    majors: dict[tuple[int, int], str] = {}
-    for path, elf in objects:
-        soname = elf.soname or ""
-        m = _MAJOR_SONAMES.match(soname)
-        if m:
-            majors.setdefault((int(m[1]), 0), path)
-        if not soname.startswith("libcudart.so") and not os.path.basename(path).startswith("libcudart.so"):
-            continue
-        m = _CUDART_FILE.search(os.path.basename(path))
-        store = top_store_path(path)
-        m = m or (_CUDART_STORE.search(name_part(store)) if store else None)
-        if m is None:
-            d = os.path.dirname(path)
-            for _ in range(5):
-                d = os.path.dirname(d)
-                try:
-                    hit = next((n for n in sorted(os.listdir(d)) if _CUDART_WHEEL.match(n)), None)
-                except OSError:
-                    hit = None
-                if hit:
-                    m = _CUDART_WHEEL.match(hit)
-                    path = os.path.join(d, hit)
-                    break
-        if m:
-            precise.setdefault((int(m[1]), int(m[2])), path)
-    return precise or majors
-
-
-def target_facts(targets: list[str], policy, host_root: str, shown=None):
+def target_facts(targets: list[str], policy, host, shown=None):
     """Read and resolve the targets as `audit` does, then gather what the
     doctor judges."""
     from ..elf.fatbin import read_files
     from ..findings.doctor import DriverUse, TargetFacts
+    from ..gpu import release
     from ..gpu.driver import library_version_from_name
+    from ..host.probe import find_library
     from ..host.root import Root
     from ..loader.model import DEFAULT, NOT_FOUND
+    from ..storepath import name_part, top_store_path
     from .audit import audit
 
     report, loader = audit(targets, policy, progress=shown)
@@ -128,11 +104,25 @@ def target_facts(targets: list[str], policy, host_root: str, shown=None):
     objects: dict[str, object] = {}
     use = DriverUse([], [], [], [], [])
     compat = None
+    names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
+    # libcudart.so.N -> whether the target's own search paths find it (the
+    # host's directories are looked at under --root below, not here).
+    runtime_found: dict[str, bool] = {}
+    for r in report.opened:
+        if r.name.startswith("libcudart.so."):
+            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.path is not None and r.how != DEFAULT)
     for chain in report.chains:
         for obj in chain.objects:
+            for res in obj.resolutions:
+                if res.needed.startswith("libcudart.so."):
+                    found = res.path is not None and res.how not in (NOT_FOUND, DEFAULT)
+                    runtime_found[res.needed] = runtime_found.get(res.needed, False) or found
             if obj.leaf or obj.real in objects:
                 continue
             objects[obj.real] = obj.elf
+            names.extend((obj.real, n, "DT_NEEDED") for n in obj.elf.needed)
+            if obj.elf.soname:
+                names.append((obj.real, obj.elf.soname, "SONAME"))
             if obj.real not in openers and not any(n.startswith("libcuda.so") for n in obj.elf.needed):
                 continue
             use.objects.append(obj.real)
@@ -150,7 +140,52 @@ def target_facts(targets: list[str], policy, host_root: str, shown=None):
                 if not on_path:
                     use.without.append(obj.real)
                 use.driver_dirs.extend(d for d in on_path if d not in use.driver_dirs)
-    root = Root(host_root)
+    root = Root(host.root)
     use.reached = [d for d in use.driver_dirs if root.isfile(f"{d.rstrip('/')}/libcuda.so.1")]
+    needs = release.from_names(names)
+    for path in objects:
+        store = top_store_path(path)
+        need = release.from_file(path, name_part(store) if store else None)
+        if need:
+            needs.append(need)
+    torch = None
+    for directory in _package_dirs(list(objects), env):
+        try:
+            entries = sorted(os.listdir(directory))
+        except OSError:  # a directory above the tree that this user cannot list
+            continue
+        needs.extend(release.from_packages(directory, entries))
+        torch = torch or release.torch_version(entries)
+    # The runtime a tree's objects do not find themselves comes from the
+    # host's directories, if at all; a store path never looks there.
+    missing = {}
+    for name, found in sorted(runtime_found.items()):
+        if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
+            missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
     code = {p: sorted({e.code for e in fc.entries}) for p, fc in read_files(sorted(objects), deep=False).items()}
-    return TargetFacts(report.targets, report.mode, use, cuda_runtimes(list(objects.items())), compat, code)
+    return TargetFacts(report.targets, report.mode, use, needs, missing, compat, code, torch)
+
+
+def _package_dirs(objects: list[str], env) -> list[str]:
+    """The directories where Python packages of the target lie: each object's
+    directory and those above it, within its store path, or within its
+    tree's parent (a target `site-packages/torch` has its dist-info beside it)."""
+    from ..storepath import top_store_path
+
+    seen: set[str] = set()
+    out = []
+    for path in objects:
+        top = top_store_path(path)
+        if top is None:
+            top = next((os.path.dirname(r) for r in env.tree_roots if path.startswith(r.rstrip("/") + "/")), None)
+        if top is None:
+            continue
+        d = os.path.dirname(path)
+        while d not in seen and (d + "/").startswith(top.rstrip("/") + "/"):
+            seen.add(d)
+            if os.path.isdir(d):
+                out.append(d)
+            if d == top:
+                break
+            d = os.path.dirname(d)
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..closure import HTTP_CONNECTIONS
+from ..targets import CLOSURE_TARGETS
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -71,7 +72,7 @@ def open_store(args, evidence: bool):
     connections = HTTP_CONNECTIONS if args.http_connections is None else args.http_connections
     if connections < 1:
         raise UsageError("--http-connections must be at least 1")
-    if isinstance(getattr(args, "path_info", None), str):
+    if getattr(args, "path_info", None):  # FILE, or the gate's NAME=FILE list
         raise UsageError("--store reads closures from the binary cache: give no --path-info")
     if getattr(args, "build", False):
         raise UsageError("--store reads closures from the binary cache: nothing is built (no --build)")

@@ -10,7 +10,8 @@ HELP = "NAR, closure and added size of every path of a closure"
 
 def add_arguments(p) -> None:
     p.description = "Sizes of every path of the closure, largest added size first."
-    p.add_argument("targets", nargs="*", metavar="TARGET")
+    p.add_argument("targets", nargs="*", metavar="TARGET",
+                   help=f"{options.CLOSURE_TARGETS}; with --path-info, paths of the dump to start from")
     p.add_argument("--top", type=int, default=25, metavar="N", help="rows to show (default 25)")
     p.add_argument("--all", action="store_true", help="show every path")
     options.add_closure_inputs(p)

@@ -144,10 +144,6 @@ class Section(namedtuple("Section", "name type flags offset size")):
     __slots__ = ()
 
 
-def has_elf_magic(head: bytes) -> bool:
-    return head[:4] == ELF_MAGIC
-
-
 def read_elf(path: str) -> ElfFile | None:
     """Read one file: its ELF facts, or None when it does not start with the
     ELF magic. Raises InvalidElf for malformed content, OSError for I/O.

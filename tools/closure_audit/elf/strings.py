@@ -12,13 +12,20 @@ A string counts when it is a file name ending in `.so` or `.so.` plus a
 version, printf directives allowed (`libnvrtc.so.%d`), up to a NUL: a name
 inside a message ("have you linked against libtorch.so?") or a versioned
 symbol (`cudaFree@libcudart.so.13`) is not one.
+
+Beside the strings, the ELF dlopen metadata notes (systemd's specification:
+owner `FDO`, type 0x407c0c0a, in a `.note.dlopen` section) declare what an
+object opens, as a JSON array of {"soname": [...], "priority", "feature",
+"description"}: every note section is read for them, whatever its name.
 """
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import re
+import struct
 from dataclasses import dataclass
 
 from .reader import InvalidElf, parse_sections
@@ -39,15 +46,108 @@ class NameString:
     section: str
 
 
-def _string_sections(data, size: int) -> list[tuple[str, int, int]]:
+NOTE_OWNER, NOTE_TYPE = b"FDO\0", 0x407C0C0A
+PRIORITIES = ("required", "recommended", "suggested")
+_SHT_NOTE = 7
+
+
+@dataclass(frozen=True, slots=True)
+class NoteEntry:
+    """One entry of a dlopen metadata note: the sonames dlopen is tried with,
+    in order, how much the object needs them and for what."""
+
+    offset: int  # of the first soname's text in the file; of the note's JSON when `error` is set
+    sonames: tuple[str, ...]
+    priority: str  # required, recommended or suggested
+    feature: str | None
+    description: str | None
+    section: str
+    error: str | None = None  # the note cannot be read: why
+
+
+def _sections(data, size: int):
     try:
-        sections = parse_sections(data, size)
+        return parse_sections(data, size)
     except InvalidElf:
-        sections = []
+        return []
+
+
+def _string_sections(sections, size: int) -> list[tuple[str, int, int]]:
     if not sections:
         return [("(whole file)", 0, size)]
     return [(s.name, s.offset, s.offset + s.size) for s in sections
             if s.size and any(s.name == p or s.name.startswith(p + ".") for p in SECTIONS)]
+
+
+def dlopen_notes(data, size: int, sections) -> list[NoteEntry]:
+    """The dlopen metadata of every note section (validated by the section
+    table's checks to lie inside the file). A note that breaks the note format
+    or the JSON shape is one entry with `error` set: what it declares is
+    unknown, which the caller reports rather than skip."""
+    little = data[5:6] == b"\1"
+    out: list[NoteEntry] = []
+    for sec in sections:
+        if sec.type == _SHT_NOTE and sec.size:
+            out.extend(notes_in(data, sec.offset, min(sec.offset + sec.size, size), sec.name, little))
+    return out
+
+
+def notes_in(data, start: int, end: int, section: str, little: bool) -> list[NoteEntry]:
+    """The dlopen metadata entries of the notes in data[start:end] (4-byte
+    aligned, as the specification sets), skipping notes of other owners."""
+    fmt = "<3I" if little else ">3I"
+    out: list[NoteEntry] = []
+    pos = start
+    while pos + 12 <= end:
+        namesz, descsz, kind = struct.unpack(fmt, data[pos:pos + 12])
+        name_at = pos + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        next_at = desc_at + (descsz + 3) // 4 * 4
+        if next_at > end:
+            if data[name_at:min(name_at + namesz, end)] == NOTE_OWNER:
+                out.append(NoteEntry(pos, (), "required", None, None, section,
+                                     f"dlopen note at offset {pos:#x} runs past its section {section}"))
+            break
+        if kind == NOTE_TYPE and data[name_at:name_at + namesz] == NOTE_OWNER:
+            out.extend(_note_entries(data, desc_at, descsz, section))
+        pos = next_at
+    return out
+
+
+def _note_entries(data, at: int, size: int, section: str) -> list[NoteEntry]:
+    raw = bytes(data[at:at + size]).rstrip(b"\0")
+
+    def bad(why: str) -> list[NoteEntry]:
+        return [NoteEntry(at, (), "required", None, None, section, f"dlopen note at offset {at:#x}: {why}")]
+
+    try:
+        entries = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+        return bad(f"not JSON ({type(exc).__name__})" if isinstance(exc, RecursionError) else f"not JSON ({exc})")
+    if not isinstance(entries, list):
+        return bad("not a JSON array")
+    out = []
+    search = 0
+    for e in entries:
+        if not isinstance(e, dict):
+            return bad("an entry is not an object")
+        sonames, priority = e.get("soname"), e.get("priority", "recommended")
+        feature, description = e.get("feature"), e.get("description")
+        if (not isinstance(sonames, list) or not sonames
+                or not all(isinstance(n, str) and n and "\0" not in n for n in sonames)):
+            return bad("an entry's soname is not a list of names")
+        if priority not in PRIORITIES:
+            return bad(f"unknown priority {priority!r}")
+        if not all(v is None or isinstance(v, str) for v in (feature, description)):
+            return bad("feature and description must be strings")
+        # Evidence points at the name itself, as for a string in .rodata.
+        quoted = json.dumps(sonames[0]).encode()
+        hit = raw.find(quoted, search)
+        if hit >= 0:
+            search = hit + len(quoted)
+        out.append(NoteEntry(at + hit + 1 if hit >= 0 else at, tuple(sonames), priority, feature, description,
+                             section))
+    return out
 
 
 def names_in(data, start: int, end: int, section: str) -> list[NameString]:
@@ -91,23 +191,26 @@ def _name_start(data, low: int, pos: int) -> int | None:
     return first if first < pos else None
 
 
-def read_names(path: str) -> tuple[list[NameString], int]:
-    """The soname-shaped strings of one ELF file and the bytes searched.
-    Raises OSError when the file cannot be read."""
+def read_names(path: str) -> tuple[list[NameString | NoteEntry], int]:
+    """The soname-shaped strings of one ELF file, then its dlopen metadata
+    entries, and the bytes searched. Raises OSError when the file cannot be
+    read."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size
         if size == 0:
             return [], 0
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
-            out: list[NameString] = []
+            out: list[NameString | NoteEntry] = []
             searched = 0
-            for name, start, end in _string_sections(data, size):
+            sections = _sections(data, size)
+            for name, start, end in _string_sections(sections, size):
                 end = min(end, size)
                 if start >= end:
                     continue
                 searched += end - start
                 out.extend(names_in(data, start, end, name))
+            out.extend(dlopen_notes(data, size, sections))
             return out, searched
     finally:
         os.close(fd)

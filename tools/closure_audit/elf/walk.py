@@ -133,8 +133,6 @@ class Walker:
             return
         scan = self.scan
         scan.files += 1
-        if self.progress is not None and scan.files % 512 == 0:
-            self.progress(scan.files)
         elf: tuple[str, str | None] | None = None
         try:
             info = self.files.read_elf(path)
@@ -153,6 +151,8 @@ class Walker:
                     self.found(path, info)
         self._seen_files[key] = elf
         self._count(elf)
+        if self.progress is not None and scan.files % 512 == 0:  # counted once read
+            self.progress(scan.files)
 
     def _count(self, elf: tuple[str, str | None] | None) -> None:
         held = self._held
@@ -187,10 +187,11 @@ class Walker:
             self._file(real, st)
 
 
-class Walked(namedtuple("Walked", "targets mode roots scan scope files")):
+class Walked(namedtuple("Walked", "targets mode roots scan scope files unrooted")):
     """The targets as real paths, their mode and tree roots, what the walk
-    found (a Scan), the paths [ignore] patterns are relative to, and the
-    HostFiles the files were read from: the loader reads there too."""
+    found (a Scan), the paths [ignore] patterns are relative to, the
+    HostFiles the files were read from (the loader reads there too), and the
+    file targets in tree mode whose tree could not be told."""
 
     __slots__ = ()
 
@@ -202,7 +203,7 @@ def walk_targets(targets: list[str], *, root: str | None = None,
     """Read every ELF file of the targets. Links leading out of the targets
     are followed into the store (a Nix profile), never out of a tree.
     `ignore(path, scope)` drops the files a policy excludes."""
-    reals, mode, roots = resolve_targets(targets, root)
+    reals, mode, roots, unrooted = resolve_targets(targets, root)
     if mode == "nix-store":
         top = store_dir() + "/"
 
@@ -225,4 +226,6 @@ def walk_targets(targets: list[str], *, root: str | None = None,
         walker.scan.problems.extend(files.problems)
     for t in reals:
         walker.add(t)
-    return Walked(reals, mode, roots, walker.scan, scope, files)
+    if progress is not None:  # the last figure shown is the summary's
+        progress(walker.scan.files)
+    return Walked(reals, mode, roots, walker.scan, scope, files, unrooted)

@@ -27,13 +27,17 @@ class Findings:
         severity = self.policy.severity_of(rule, self.mode)
         if severity is None:
             return
-        if self.ignore_roots is not None and self.policy.ignored(file, self.ignore_roots):
+        if self.ignored(file):
             return
         key = (rule, file, tuple(sorted((k, v) for k, v in fields.items() if not isinstance(v, (list, dict)))))
         if key in self._seen:
             return
         self._seen.add(key)
         self._items.append(Finding(rule, severity, message, file, fields))
+
+    def ignored(self, file: str) -> bool:
+        """The policy's [ignore] paths drop `file`'s findings."""
+        return self.ignore_roots is not None and self.policy.ignored(file, self.ignore_roots)
 
     def sorted(self) -> list[Finding]:
         return sorted(self._items, key=Finding.sort_key)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..cuda_redist import wheel_for
 from ..gpu.code import Code, capability_table, runs_on
-from ..gpu.driver import at_least, needs, parse_version
+from ..gpu.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
+from ..gpu.release import Need, highest
 from ..host.probe import NIXOS_DRIVER_DIR, Host
 from .collector import Findings
 
@@ -38,10 +40,14 @@ class Check:
     message: str
     fixes: list[Fix] = field(default_factory=list)
     rule: str | None = None
+    evidence: list[Need] | None = None  # cuda-runtime: what tells the CUDA release the target needs
 
     def to_json(self) -> dict:
-        return {"check": self.check, "status": self.status, "message": self.message, "rule": self.rule,
-                "fixes": [f.to_json() for f in self.fixes]}
+        out = {"check": self.check, "status": self.status, "message": self.message, "rule": self.rule,
+               "fixes": [f.to_json() for f in self.fixes]}
+        if self.evidence is not None:
+            out["evidence"] = [n.to_json() for n in self.evidence]
+        return out
 
 
 @dataclass
@@ -62,9 +68,20 @@ class TargetFacts:
     targets: list[str]
     mode: str
     driver: DriverUse
-    runtimes: dict[tuple[int, int], str]  # CUDA runtime release -> the file that says so
+    needs: list[Need]  # every piece of evidence of the CUDA release the target needs
+    runtime_missing: dict[str, str]  # libcudart.so.N needed but found nowhere -> an object that needs it
     compat: tuple[str, str | None] | None  # cuda_compat's libcuda in the target: (path, version)
     gpu_code: dict[str, list[Code]]  # file -> the GPU code it holds
+    torch: str | None = None  # the version of the torch wheel in a tree
+
+    @property
+    def nix(self) -> bool:
+        return self.mode == "nix-store"
+
+    @property
+    def release(self) -> tuple[int, int] | None:
+        need = highest(self.needs)
+        return need.release if need else None
 
 
 def _reach_fixes(driver_dir: str, host: Host) -> list[Fix]:
@@ -84,10 +101,56 @@ def _reach_fixes(driver_dir: str, host: Host) -> list[Fix]:
     ]
 
 
-def _nixos_driver_fix() -> Fix:
-    return Fix("enable the NVIDIA driver in configuration.nix: hardware.graphics.enable = true; "
-               "services.xserver.videoDrivers = [ \"nvidia\" ]; then nixos-rebuild switch and reboot",
-               "the NixOS way: the driver directory follows the system generation")
+def _driver_fix(host: Host, version: str | None, upgrade: bool = False) -> Fix:
+    """How this host gets an NVIDIA driver (`version` or newer, when a target asks)."""
+    act = (f"upgrade the NVIDIA driver to {version} or newer" if upgrade else
+           "install the NVIDIA driver" + (f" {version} or newer" if version else ""))
+    if host.kind == "nixos":
+        return Fix(f"{act} in configuration.nix: hardware.graphics.enable = true; services.xserver.videoDrivers = "
+                   "[ \"nvidia\" ]; hardware.nvidia.package = config.boot.kernelPackages.nvidiaPackages.production "
+                   "(or .latest); then nixos-rebuild switch and reboot",
+                   "the NixOS way: the driver directory follows the system generation")
+    if host.kind == "container":
+        return Fix(f"{act} on the machine that runs the container, and start the container with the GPU: "
+                   "docker run --gpus all", "the NVIDIA Container Toolkit mounts the host's driver into the "
+                   "container; nothing is installed in it")
+    if host.kind == "wsl":
+        return Fix(f"{act} on Windows", "WSL uses the Windows driver; never install a Linux driver inside WSL")
+    if host.kind == "jetson":
+        return Fix(f"{act}: flash a JetPack release whose L4T carries it", "a Jetson's GPU driver is part of L4T")
+    if "ubuntu" in host.distribution:
+        command = f"sudo apt install nvidia-driver-{version.split('.')[0]}" if version else "sudo ubuntu-drivers install"
+        return Fix(f"{act} with Ubuntu's package: {command}, then reboot",
+                   "the distribution's packages follow its kernels")
+    return Fix(f"{act} from the distribution's packages (or NVIDIA's installer), then reboot")
+
+
+def _wheels(release: tuple[int, int], torch: str | None) -> str:
+    """What a pip tree installs to run on CUDA `release`."""
+    major, minor = release
+    text = f"the CUDA {major} wheels ({wheel_for(f'libcudart.so.{major}')} and the other nvidia-*" + (
+        f"-cu{major}" if major < 13 else "") + " wheels)"
+    if torch:
+        text += (f" and a torch built for CUDA {major}.{minor} or an older {major}.x: pip install \"torch=={torch}\" "
+                 f"from PyTorch's cu{major}{minor} wheel index (or the nearest older cu{major}x one)")
+    return text
+
+
+def _newest_release(driver: str) -> tuple[int, int] | None:
+    """The newest CUDA release whose own minimum `driver` meets."""
+    return max((r for r, v in TOOLKIT_DRIVER.items() if at_least(driver, v)), default=None)
+
+
+def _older_cuda_fix(target: "TargetFacts", driver: str) -> Fix | None:
+    rel = _newest_release(driver)
+    if rel is None:
+        return None
+    why = f"CUDA {rel[0]}.{rel[1]} is the newest release driver {driver} runs fully (it needs {TOOLKIT_DRIVER[rel]})"
+    if target.nix:
+        return Fix(f"or rebuild the target with cudaPackages_{rel[0]}_{rel[1]}: {why}",
+                   "a rebuild; newer GPUs may need the newer CUDA")
+    return Fix(f"or install builds for CUDA {rel[0]}.{rel[1]} instead: {_wheels(rel, target.torch)}; {why}",
+               "older CUDA libraries; newer GPUs may need the newer CUDA")
 
 
 class DoctorJudge:
@@ -95,16 +158,21 @@ class DoctorJudge:
         self.host = host
         self.findings = findings
         self.checks: list[Check] = []
+        self.prefix = ""  # with several groups of targets, the group each line is about
 
-    def line(self, check: str, message: str, rule: str | None = None, file: str = "", fixes=(), **fields):
+    def line(self, check: str, message: str, rule: str | None = None, file: str = "", fixes=(),
+             evidence: list[Need] | None = None, **fields):
         """Record a check; with a rule, also a finding whose severity (after the
         policy) is the check's status."""
         status = OK
+        message = self.prefix + message
         if rule is not None:
             status = self.findings.policy.severity_of(rule, self.findings.mode) or OK
+            if evidence is not None:
+                fields["evidence"] = [n.to_json() for n in evidence]
             self.findings.add(rule, file or self.host.root, message,
                               fixes=[f.to_json() for f in fixes], **fields)
-        self.checks.append(Check(check, status, message, list(fixes), rule))
+        self.checks.append(Check(check, status, message, list(fixes), rule, evidence))
 
     # -- checks ----------------------------------------------------------------
 
@@ -113,34 +181,53 @@ class DoctorJudge:
         root = "" if h.root == "/" else f" (under {h.root})"
         self.line("host", f"{h.description}{root}")
 
+    def target_driver(self, target: TargetFacts) -> tuple[bool, str | None]:
+        """The target's own defects in loading the driver, whatever the host:
+        (whether one decided the line, the version the target loads)."""
+        d = self.host.driver
+        if target.compat is not None:
+            path, version = target.compat
+            self.line("driver-library", f"{path}: cuda_compat's user-space driver {version or '(version unknown)'}, "
+                      "forward compatibility over the host's kernel module")
+            return True, version
+        if target.driver.bundled:
+            self.line("driver-library", f"the target loads {target.driver.bundled[0]} instead of the host's driver, "
+                      "a stub that reports no GPU", rule="driver-unreachable", file=target.driver.bundled[0],
+                      fixes=[Fix("remove the stubs directory from the runpath (autoAddOpenGLRunpathHook replaces "
+                                 "it with the driver directory)")])
+            return True, None
+        without = target.driver.without
+        if without:
+            shell = [Fix(f"for one shell: export LD_LIBRARY_PATH={_dir(d.path)}",
+                         "every library in that directory goes ahead of the closure's own")] if d else []
+            self.line("driver-library", f"{without[0]} loads libcuda.so.1 but has no driver directory in its "
+                      f"runpath{_more(without)}, so it finds no driver on any host (missing-driver-runpath)",
+                      rule="driver-unreachable", file=without[0],
+                      fixes=[Fix("rebuild it with autoAddOpenGLRunpathHook in nativeBuildInputs",
+                                 "fixes it for every host; a rebuild")] + shell)
+            return True, d.version if d else None
+        return False, None
+
     def driver_library(self, target: TargetFacts | None) -> str | None:
         """The driver library the target (or, without one, a Nix program) would
         load; returns its version when known."""
         h = self.host
         d = h.driver
-        if target is not None and target.compat is not None:
-            path, version = target.compat
-            self.line("driver-library", f"{path}: cuda_compat's user-space driver {version or '(version unknown)'}, "
-                      "forward compatibility over the host's kernel module")
-            return version
-        if target is not None and target.driver.bundled:
-            self.line("driver-library", f"the target loads {target.driver.bundled[0]} instead of the host's driver, "
-                      "a stub that reports no GPU", rule="driver-unreachable", file=target.driver.bundled[0],
-                      fixes=[Fix("remove the stubs directory from the runpath (autoAddOpenGLRunpathHook replaces "
-                                 "it with the driver directory)")])
-            return None
+        if target is not None:
+            decided, version = self.target_driver(target)
+            if decided and (d is not None or target.compat is not None):
+                return version
         if d is None:
-            where = ", ".join(h.driver_dirs[:4]) + (", ..." if len(h.driver_dirs) > 4 else "")
-            fixes = [_nixos_driver_fix()] if h.kind == "nixos" else [
-                Fix("install the NVIDIA driver with the distribution's packages and reboot")]
-            if h.kind == "container":
-                fixes = [Fix("start the container with the GPU: docker run --gpus all (the NVIDIA Container "
-                             "Toolkit mounts the host's driver into it)")]
-            self.line("driver-library", f"no NVIDIA driver library (libcuda.so.1) on this host (looked in {where})",
-                      rule="driver-missing", fixes=fixes)
+            if not any(c.rule == "driver-missing" for c in self.checks):  # a line about the host: said once
+                where = ", ".join(h.driver_dirs[:4]) + (", ..." if len(h.driver_dirs) > 4 else "")
+                own = needs(target.release) if target is not None and target.release else (None, None)
+                self.prefix, prefix = "", self.prefix
+                self.line("driver-library", f"no NVIDIA driver library (libcuda.so.1) on this host (looked in "
+                          f"{where})", rule="driver-missing", fixes=[_driver_fix(h, own[0] or own[1])])
+                self.prefix = prefix
             return None
         found = f"{d.path}" + (f" -> {d.real}" if d.real != d.path else "")
-        if target is not None and target.mode == "tree":
+        if target is not None and not target.nix:
             n = len(target.driver.objects)
             who = f"{n} object{'s' * (n != 1)} of the target load" if n else "the target's programs would load"
             self.line("driver-library", f"{who} the host's driver: {found}")
@@ -156,15 +243,6 @@ class DoctorJudge:
         use = target.driver
         if not use.objects:
             self.line("driver-library", f"no object of the target loads libcuda.so.1; the host's driver is at {found}")
-            return d.version
-        if use.without:
-            self.line("driver-library", f"{use.without[0]} loads libcuda.so.1 but has no driver directory in its "
-                      f"runpath{_more(use.without)}, so it finds no driver on any host (missing-driver-runpath)",
-                      rule="driver-unreachable", file=use.without[0],
-                      fixes=[Fix("rebuild it with autoAddOpenGLRunpathHook in nativeBuildInputs",
-                                 "fixes it for every host; a rebuild"),
-                             Fix(f"for one shell: export LD_LIBRARY_PATH={_dir(d.path)}",
-                                 "every library in that directory goes ahead of the closure's own")])
             return d.version
         reached = use.reached
         if reached:
@@ -190,7 +268,7 @@ class DoctorJudge:
             self.line("kernel-module", "the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version)",
                       rule="driver-missing", file="/proc/driver/nvidia/version",
                       fixes=[Fix("load it: sudo modprobe nvidia (after installing or upgrading the driver: reboot)")]
-                      + ([_nixos_driver_fix()] if h.kind == "nixos" else []))
+                      + ([_driver_fix(h, None)] if h.kind == "nixos" else []))
             return
         if user is None:
             self.line("kernel-module", f"kernel module {h.kernel_module}; the user-space driver's version is unknown "
@@ -209,39 +287,59 @@ class DoctorJudge:
                          Fix(f"or switch back to the {h.kernel_module} driver (NixOS: boot the previous "
                              "generation, or pin hardware.nvidia.package)")])
 
-    def cuda_runtime(self, target: TargetFacts | None, user: str | None) -> None:
-        if target is None:
+    def cuda_runtime(self, target: TargetFacts, user: str | None) -> None:
+        for name, file in target.runtime_missing.items():
+            wheel = None if target.nix else wheel_for(name)
+            where = "is not in the closure" if target.nix else "neither the target nor the host holds"
+            fix = (Fix("add the CUDA runtime to the package's inputs: cudaPackages.cuda_cudart (its lib output)")
+                   if target.nix else Fix(f"pip install \"{wheel}\"", "the runtime NVIDIA ships as a wheel, "
+                                          "found by the tree's own runpaths"))
+            self.line("cuda-runtime", f"{file} needs {name}, which {where}: the program fails to start",
+                      rule="cuda-runtime-missing", file=file, needed=name, wheel=wheel, fixes=[fix])
+        need = highest(target.needs)
+        if need is None:
+            if not target.runtime_missing:
+                self.line("cuda-runtime", "the target names no CUDA release: no CUDA library, CUDA wheel or torch "
+                          "built for CUDA", evidence=[])
             return
-        if not target.runtimes:
-            self.line("cuda-runtime", "no CUDA runtime found in the target")
-            return
-        runtime = max(target.runtimes)
-        evidence = target.runtimes[runtime]
-        release = f"CUDA {runtime[0]}.{runtime[1]}"
+        runtime = need.release
+        evidence = _distinct(target.needs)
+        others = len(evidence) - 1
+        where = "" if need.file.endswith("/" + need.source.split()[-1]) else f" in {need.file}"
+        release = (f"CUDA {need.label} (from {need.source}{where}"
+                   + (f"; {others} more piece{'s' * (others != 1)} of evidence" if others else "") + ")")
         own, floor = needs(runtime)
         if user is None:
-            self.line("cuda-runtime", f"{release} ({evidence}) needs driver {own or floor} or newer; the driver's "
-                      "version is unknown", rule="driver-version-unknown", file=evidence)
+            if self.host.driver is None:
+                self.line("cuda-runtime", f"{release} needs driver {own or floor} or newer; this host has none",
+                          evidence=evidence)
+                return
+            self.line("cuda-runtime", f"{release} needs driver {own or floor} or newer; the driver's "
+                      "version is unknown", rule="driver-version-unknown", file=need.file, evidence=evidence)
             return
-        upgrade = Fix(f"upgrade the driver to {own or floor} or newer (NixOS: hardware.nvidia.package = "
-                      "config.boot.kernelPackages.nvidiaPackages.production, or .latest)")
-        older = Fix(f"or build the target against an older CUDA (cudaPackages_12_x) whose minimum driver {user} "
-                    "meets", "a rebuild; newer GPUs may need the newer CUDA")
-        compat = Fix("or, on a data-center GPU or a Jetson, forward compatibility: cudaPackages.cuda_compat's "
-                     "libcuda ahead of the driver directory (nixpkgs does this on Jetson)",
-                     "only some GPUs and kernel-module branches (NVIDIA's compatibility matrix)")
+        upgrade = _driver_fix(self.host, own or floor, upgrade=True)
+        fields = {"runtime": f"{runtime[0]}.{runtime[1]}", "driver": user, "evidence": evidence}
         if floor and not at_least(user, floor):
-            self.line("cuda-runtime", f"{release} ({evidence}) needs driver {floor} or newer (minor version "
-                      f"compatibility; {own} for everything); the driver is {user}: nothing will run "
-                      "(cudaErrorInsufficientDriver)", rule="driver-too-old", file=evidence, runtime=f"{runtime[0]}.{runtime[1]}",
-                      needs=floor, driver=user, fixes=[upgrade, older, compat])
+            fixes = [upgrade, _older_cuda_fix(target, user), self._compat_fix(target, runtime)]
+            self.line("cuda-runtime", f"{release} needs driver {floor} or newer (minor version compatibility; "
+                      f"{own} for everything); the driver is {user}: nothing will run (cudaErrorInsufficientDriver)",
+                      rule="driver-too-old", file=need.file, needs=floor, fixes=[f for f in fixes if f], **fields)
         elif own and not at_least(user, own):
-            self.line("cuda-runtime", f"{release} ({evidence}) runs on driver {user} through minor version "
-                      f"compatibility only: PTX newer than the driver cannot be JIT-compiled; {own} or newer for "
-                      "everything", rule="driver-minor-compat", file=evidence, runtime=f"{runtime[0]}.{runtime[1]}",
-                      needs=own, driver=user, fixes=[upgrade])
+            self.line("cuda-runtime", f"{release} runs on driver {user} through minor version compatibility only: "
+                      f"PTX newer than the driver cannot be JIT-compiled; {own} or newer for everything",
+                      rule="driver-minor-compat", file=need.file, needs=own, fixes=[upgrade], **fields)
         else:
-            self.line("cuda-runtime", f"{release} ({evidence}) needs driver {own or floor}; the driver is {user}")
+            self.line("cuda-runtime", f"{release} needs driver {own or floor}; the driver is {user}",
+                      evidence=evidence)
+
+    @staticmethod
+    def _compat_fix(target: TargetFacts, runtime: tuple[int, int]) -> Fix:
+        terms = ("only some GPUs and kernel-module branches (NVIDIA's compatibility matrix)")
+        if target.nix:
+            return Fix("or, on a data-center GPU or a Jetson, forward compatibility: cudaPackages.cuda_compat's "
+                       "libcuda ahead of the driver directory (nixpkgs does this on Jetson)", terms)
+        return Fix(f"or, on a data-center GPU, forward compatibility: NVIDIA's cuda-compat-{runtime[0]}-{runtime[1]} "
+                   f"package, with LD_LIBRARY_PATH=/usr/local/cuda-{runtime[0]}.{runtime[1]}/compat", terms)
 
     def gpus(self) -> list[tuple[str, tuple[int, int]]]:
         h = self.host
@@ -259,18 +357,23 @@ class DoctorJudge:
                           rule="gpu-capability-unknown", file=g.source)
                 continue
             major, minor = (int(x) for x in g.capability.split("."))
-            self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source})")
+            if g.model_capability is not None and g.model_capability != g.capability:
+                self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source}); the model "
+                          f"table gives {g.model_capability} for {g.model!r} ({g.model_source}): {g.source}'s "
+                          f"{g.capability} is used", rule="gpu-capability-mismatch", file=g.model_source or "",
+                          capability=g.capability, model_capability=g.model_capability)
+            else:
+                self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source})")
             out.append((f"GPU {i} ({g.name}, {g.capability})", (major, minor)))
         return out
 
-    def gpu_code(self, target: TargetFacts | None, devices: list[tuple[str, tuple[int, int]]]) -> None:
-        if target is None or not devices:
+    def gpu_code(self, target: TargetFacts, devices: list[tuple[str, tuple[int, int]]]) -> None:
+        if not devices:
             return
         files = {f: codes for f, codes in target.gpu_code.items() if codes}
         if not files:
             self.line("gpu-code", "the target holds no GPU code")
             return
-        runtime = max(target.runtimes) if target.runtimes else None
         for label, device in devices:
             cap = f"{device[0]}.{device[1]}"
             none = sorted(f for f, codes in files.items() if not any(runs_on(c, device) for c in codes))
@@ -282,26 +385,52 @@ class DoctorJudge:
                 self.line("gpu-code", f"{label}: nothing in {len(none)} of {len(files)} files with GPU code runs on "
                           f"it ({none[0]} has {have}): CUDA fails with \"no kernel image is available for "
                           "execution on the device\"", rule="no-kernel-image", file=none[0], capability=cap,
-                          files=none, fixes=self._arch_fixes(cap, runtime))
+                          files=none, fixes=self._arch_fixes(cap, target))
             elif jit:
                 ptx = max((c for c in files[jit[0]] if c.kind == "compute" and runs_on(c, device)),
                           key=lambda c: (c.major, c.minor))
                 self.line("gpu-code", f"{label}: {len(jit)} of {len(files)} files run on it only by JIT-compiling "
-                          f"PTX ({ptx.name}) at first start ({jit[0]})", rule="jit-only-gpu-arch", file=jit[0], capability=cap, ptx=ptx.name,
-                          fixes=self._arch_fixes(cap, runtime)[:1])
+                          f"PTX ({ptx.name}) at first start ({jit[0]})", rule="jit-only-gpu-arch", file=jit[0],
+                          capability=cap, ptx=ptx.name, fixes=self._arch_fixes(cap, target)[:1])
             else:
                 self.line("gpu-code", f"{label}: every one of {len(files)} files with GPU code has a cubin for it")
 
     @staticmethod
-    def _arch_fixes(cap: str, runtime: tuple[int, int] | None) -> list[Fix]:
-        entry = capability_table().get(cap, {})
-        last = entry.get("last")
-        setting = f'cudaCapabilities = [ "{cap}" ] in the nixpkgs config (beside the others you need)'
-        if last and runtime and parse_version(last) < runtime:
-            set_name = f"cudaPackages_{last.replace('.', '_')}"
+    def _arch_fixes(cap: str, target: TargetFacts) -> list[Fix]:
+        """How to get GPU code for `cap`: in the Nix way for a store path, in
+        the pip way for a tree; from an older CUDA when the target's no longer
+        builds for it."""
+        runtime = target.release
+        last = capability_table().get(cap, {}).get("last")
+        too_new = bool(last and runtime and parse_version(last) < runtime)
+        sm = f"sm_{cap.replace('.', '')}"
+        if target.nix:
+            setting = f'cudaCapabilities = [ "{cap}" ] in the nixpkgs config (beside the others you need)'
+            if too_new:
+                return [Fix(f"CUDA {runtime[0]}.{runtime[1]} no longer builds for {cap} (the last that does is CUDA "
+                            f"{last}): build with cudaPackages_{last.replace('.', '_')} and {setting}",
+                            "an older CUDA release")]
+            return [Fix(f"rebuild with {setting}", "more GPU code: a larger closure and a longer build")]
+        if too_new:
+            old = parse_version(last)
             return [Fix(f"CUDA {runtime[0]}.{runtime[1]} no longer builds for {cap} (the last that does is CUDA "
-                        f"{last}): build with {set_name} and {setting}", "an older CUDA release")]
-        return [Fix(f"rebuild with {setting}", "more GPU code: a larger closure and a longer build")]
+                        f"{last}): install {_wheels((old[0], old[1]), target.torch)}, with {sm} code",
+                        "an older CUDA release")]
+        return [Fix(f"install a build with {sm} code (for PyTorch: one whose torch.cuda.get_arch_list() has {sm}, "
+                    f"an older sm_{cap.split('.')[0]}x, or PTX at or below it), or build it from source with "
+                    f"TORCH_CUDA_ARCH_LIST=\"{cap}\"", "more GPU code: larger wheels, or a long build")]
+
+
+def _distinct(evidence: list[Need]) -> list[Need]:
+    """One piece of evidence per release and source, highest first (the
+    same soname is needed by many objects)."""
+    seen: set[tuple] = set()
+    out = []
+    for n in sorted(evidence, key=lambda n: (n.release, n.exact), reverse=True):
+        if (n.label, n.source) not in seen:
+            seen.add((n.label, n.source))
+            out.append(n)
+    return out
 
 
 def _dir(path: str) -> str:
@@ -312,14 +441,33 @@ def _more(items: list) -> str:
     return f" (and {len(items) - 1} more)" if len(items) > 1 else ""
 
 
-def judge_doctor(host: Host, target: TargetFacts | None, findings: Findings) -> list[Check]:
+def judge_doctor(host: Host, targets: list[TargetFacts], findings: Findings) -> list[Check]:
+    """The host's lines once; the driver, the CUDA runtime and the GPU code
+    for each group of targets (store paths, trees), each line named by its
+    group when there are several."""
     judge = DoctorJudge(host, findings)
     judge.host_kind()
-    user = judge.driver_library(target)
-    if user is None and host.driver is not None and (target is None or target.compat is None):
-        user = host.driver.version
-    judge.kernel_module(user, compat=target is not None and target.compat is not None)
-    judge.cuda_runtime(target, user)
+    users = []
+    for target in targets or [None]:
+        judge.prefix = _label(target) if len(targets) > 1 else ""
+        user = judge.driver_library(target)
+        compat = target is not None and target.compat is not None
+        if user is None and host.driver is not None and not compat:
+            user = host.driver.version
+        users.append((user, compat))
+    judge.prefix = ""
+    user, compat = next((u for u in users if u[1]), users[0])
+    judge.kernel_module(user, compat=compat)
+    for target, (user, _) in zip(targets, users):
+        judge.prefix = _label(target) if len(targets) > 1 else ""
+        judge.cuda_runtime(target, user)
+    judge.prefix = ""
     devices = judge.gpus()
-    judge.gpu_code(target, devices)
+    for target in targets:
+        judge.prefix = _label(target) if len(targets) > 1 else ""
+        judge.gpu_code(target, devices)
     return judge.checks
+
+
+def _label(target: TargetFacts) -> str:
+    return f"{target.targets[0]}{_more(target.targets)}: "

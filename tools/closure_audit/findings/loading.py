@@ -1,21 +1,79 @@
 """Judge load chains: what the dynamic loader would fail to load, load from
-the wrong place, or load by luck, and what is wrong with each runpath."""
+the wrong place, or load by luck, and what is wrong with each runpath.
+
+A library that no file loads through DT_NEEDED and that some object opens at
+run time is a plugin (NVSHMEM's bootstraps and transports, cuFile's RDMA
+helper): what it needs fails only when its feature is used, so an unresolved
+need of its chain is a warning that names the feature
+(plugin-unresolved-library), not an error.
+"""
 
 from __future__ import annotations
 
+import os
+
+from ..cuda_redist import install_hint
 from ..loader import model as ld
-from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
+from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, PLUGIN_FEATURES
 from ..loader.chains import Resolved
 from ..loader.model import Chain, LoadedObject, Loader, Resolution
 from .collector import Findings
+from .policy import ignore_line
+
+
+class FromHost:
+    """CUDA libraries a tree gets only from the host, through DT_NEEDED or
+    dlopen: one cuda-library-from-host finding per library, which counts every
+    object that needs or opens it and names what to install."""
+
+    def __init__(self):
+        self._libraries: dict[str, tuple[str, dict[str, dict]]] = {}  # name -> (host path, {file: evidence})
+
+    def note(self, name: str, file: str, host_path: str, **evidence) -> None:
+        self._libraries.setdefault(name, (host_path, {}))[1].setdefault(file, evidence)
+
+    def report(self, findings: Findings) -> None:
+        for name, (host_path, objects) in sorted(self._libraries.items()):
+            files = sorted(f for f in objects if not findings.ignored(f))
+            if not files:
+                continue
+            opened = [{"file": f, **objects[f]} for f in files if objects[f]]
+            more = f" and {len(files) - 1} more" if len(files) > 1 else ""
+            count = f"{len(files)} objects need" if len(files) > 1 else "1 object needs"
+            # dlopen maps the host's file beside whatever copy the tree loads: two CUDA runtimes in one process.
+            twice = "; opened at run time, it is mapped beside the tree's own copy" if opened else ""
+            findings.add("cuda-library-from-host", files[0],
+                         f"{name} is not in the tree; only the host has it, at {host_path}, and {count} "
+                         f"it ({os.path.basename(files[0])}{more}){twice}: ship {install_hint(name)}",
+                         needed=name, host_path=host_path, objects=files, opened=opened)
+
+
+def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, str | None]]:
+    """Entry points that an object opens at run time: real path -> (the
+    opener, the feature: from the opener's dlopen note, else PLUGIN_FEATURES,
+    else None)."""
+    entries = set(resolved.entry_points)
+    out: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        if row.path is None or row.how in (ld.NOT_FOUND, ld.DRIVER, ld.ALREADY_LOADED, ld.PRELOADED):
+            continue
+        real = loader.realpath(row.path)
+        if real in entries and real != row.file:
+            name = os.path.basename(real)
+            feature = row.feature or next((f for p, f in PLUGIN_FEATURES if ld.matches_any(name, (p,))), None)
+            out.setdefault(real, (row.file, feature))
+    return out
 
 
 class LoadJudge:
-    def __init__(self, loader: Loader, resolved: Resolved, findings: Findings):
+    def __init__(self, loader: Loader, resolved: Resolved, findings: Findings, from_host: FromHost | None = None,
+                 plugins: dict[str, tuple[str, str | None]] | None = None):
         self.loader = loader
         self.env = loader.env
         self.providers = resolved.providers
         self.findings = findings
+        self.from_host = from_host if from_host is not None else FromHost()
+        self.plugins = plugins or {}
         self._linted: set[str] = set()
 
     def judge(self, chain: Chain) -> None:
@@ -42,9 +100,7 @@ class LoadJudge:
                       and not ld.matches_any(name, env.host_allowed)):
                     if ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES):
                         # What breaks at import time on any machine without that CUDA install.
-                        add("cuda-library-from-host", obj.real,
-                            f"{name} is not in the tree; only the host has it, at {res.path}: ship it (the "
-                            f"NVIDIA wheel or redistributable that holds it)", needed=name, host_path=res.path)
+                        self.from_host.note(name, obj.real, res.path)
                     else:
                         add("resolved-on-host", obj.real,
                             f"{name} resolves only outside the tree, at {res.path}", needed=name,
@@ -77,9 +133,20 @@ class LoadJudge:
             message += f" (searched {len(res.searched)} director{'y' if len(res.searched) == 1 else 'ies'})"
         if providers:
             message += f"; it exists at {providers[0]}"
-        self.findings.add("unresolved-library", obj.real, message, needed=res.needed, searched=res.searched,
-                          reason=res.error, skipped=[c for c, _why in res.skipped], candidates=providers,
-                          chain=via)
+        fields = dict(needed=res.needed, searched=res.searched, reason=res.error,
+                      skipped=[c for c, _why in res.skipped], candidates=providers, chain=via)
+        plugin = self.plugins.get(chain.root.real)
+        if plugin is not None:
+            opener, feature = plugin
+            line = ignore_line(chain.root.real, self.findings.ignore_roots or ())
+            what = f" ({feature})" if feature else ""
+            self.findings.add("plugin-unresolved-library", obj.real,
+                              f"{message}: {os.path.basename(chain.root.real)} is a plugin that only "
+                              f"{os.path.basename(opener)} opens at run time{what}, so only that use fails; "
+                              f"where it is not wanted, the policy line {line} silences this",
+                              plugin=chain.root.real, opener=opener, feature=feature, silence=line, **fields)
+            return
+        self.findings.add("unresolved-library", obj.real, message, **fields)
 
     def lint(self, obj: LoadedObject) -> None:
         """Checks of an object's own runpath, once per object."""
@@ -121,7 +188,13 @@ class LoadJudge:
                     f"the driver", entry=entry, tag=tag, stubs=stubs)
 
 
-def judge_loading(loader: Loader, resolved: Resolved, findings: Findings) -> None:
-    judge = LoadJudge(loader, resolved, findings)
+def judge_loading(loader: Loader, resolved: Resolved, findings: Findings, from_host: FromHost | None = None,
+                  plugins: dict[str, tuple[str, str | None]] | None = None) -> None:
+    """Judge every chain. `from_host` gathers the CUDA libraries only the
+    host has (the caller reports them, with those opened at run time);
+    without it they are reported here."""
+    judge = LoadJudge(loader, resolved, findings, from_host, plugins)
     for chain in resolved.chains:
         judge.judge(chain)
+    if from_host is None:
+        judge.from_host.report(findings)

@@ -4,7 +4,14 @@ object and name for the listing, and findings where a name would not load.
 - driver: in a Nix store the opener needs a driver directory in its own
   search path (missing-driver-runpath, as for a DT_NEEDED driver library);
 - toolkit: must resolve inside the closure or tree (unresolved-dlopen-library);
-- optional, unknown: info when they resolve nowhere; never an error.
+  found only on the host of a tree, it is cuda-library-from-host: a second
+  copy of a CUDA library beside the tree's, in one process;
+- optional, unknown: info when they resolve nowhere; never an error;
+- a name the object's dlopen metadata note declares: by the note's priority,
+  whatever its class (required: error, recommended: warning, suggested: info);
+- a name without a version that nothing answers while a versioned sibling
+  is loaded (`libzzzrt.so` beside `libzzzrt.so.13`): info, a fallback that
+  glibc does not take the sibling for.
 
 Every finding names the opener, the string that names the library and its
 byte offset in the opener.
@@ -15,15 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..elf.reader import ElfFile
-from ..elf.strings import NameReader
+from ..elf.strings import NameReader, NoteEntry
 from ..loader import dlopen
 from ..loader.chains import Resolved
 from ..loader.model import ALREADY_LOADED, DRIVER, NOT_FOUND, PRELOADED, Chain, Loader
 from .collector import Findings
+from .loading import FromHost
 
 UNRESOLVED, OPTIONAL_ABSENT, UNKNOWN_ABSENT = (
     "unresolved-dlopen-library", "optional-dlopen-library", "unknown-dlopen-library")
 DRIVER_RULE = "missing-driver-runpath"
+FALLBACK = "dlopen-fallback-name"
+# A name a dlopen note declares and nothing provides, by the note's priority.
+NOTE_RULES = {"required": UNRESOLVED, "recommended": "recommended-dlopen-library", "suggested": OPTIONAL_ABSENT}
 
 
 @dataclass
@@ -39,22 +50,28 @@ class Row:
     how: str  # as in the load tree: runpath, rpath, default, already-loaded, driver, not-found, ...
     path: str | None
     inside: bool  # found inside the closure or tree (or the driver, or already loaded)
+    priority: str | None = None  # from a dlopen metadata note; None: a string in read-only data
+    feature: str | None = None  # the note's feature
+    fallback_for: str | None = None  # the loaded versioned sibling of an unanswered name without a version
 
     def to_json(self) -> dict:
         return {"file": self.file, "name": self.name, "string": self.string, "offset": self.offset,
                 "class": self.klass, "family": self.family, "how": self.how, "path": self.path,
-                "inside": self.inside}
+                "inside": self.inside, "priority": self.priority, "feature": self.feature,
+                "fallback_for": self.fallback_for}
 
 
 class OpenedJudge:
     """Reads the names once per object, resolves them in every chain that
     loads the object, and adds findings to the run's collector."""
 
-    def __init__(self, loader: Loader, findings: Findings, providers: dict[str, list[str]] | None = None):
+    def __init__(self, loader: Loader, findings: Findings, providers: dict[str, list[str]] | None = None,
+                 from_host: FromHost | None = None):
         self.loader = loader
         self.env = loader.env
         self.add = findings.add
         self.providers = providers or {}
+        self.from_host = from_host if from_host is not None else FromHost()
         self.bytes_scanned = 0
         self.problems: list[tuple[str, str]] = []
         self._requests: dict[str, list[dlopen.Request]] = {}
@@ -88,6 +105,8 @@ class OpenedJudge:
             got = ([], 0)
         names, searched = got
         self.bytes_scanned += searched
+        # A dlopen note that cannot be read leaves what the object declares unknown.
+        self.problems.extend((path, n.error) for n in names if isinstance(n, NoteEntry) and n.error)
         found = self._requests[path] = dlopen.requests(elf, names, self.env.driver_libraries)
         return found
 
@@ -110,18 +129,38 @@ class OpenedJudge:
                 res = dlopen.resolve(self.loader, chain, obj, request, names, self._searches)
                 inside = res.how in (DRIVER, ALREADY_LOADED, PRELOADED) or (
                     res.how != NOT_FOUND and self.env.inside(self.loader.realpath(res.path)))
+                sibling = dlopen.loaded_sibling(names, request) if res.how == NOT_FOUND else None
                 row = Row(obj.real, request.name, request.string, request.offset, request.klass, request.family,
-                          res.how, res.path, inside)
+                          res.how, res.path, inside, request.priority, request.feature,
+                          sibling.real if sibling is not None else None)
                 key = (obj.real, request.name)
                 # An object judged in several chains: keep the worst outcome.
                 if key not in self._rows or (self._rows[key].inside and not inside):
                     self._rows[key] = row
-                if request.klass == "toolkit" and not inside or res.how == NOT_FOUND:
+                if sibling is not None and request.priority is None:
+                    self._fallback(chain, obj.real, request, res, sibling)
+                elif (request.klass == "toolkit" and not inside and not self.env.nix and res.how != NOT_FOUND
+                        and request.priority in (None, "required")):
+                    self.from_host.note(request.name, obj.real, res.path, **self._evidence(request))
+                elif request.klass == "toolkit" and not inside or res.how == NOT_FOUND:
                     self._absent(chain, obj.real, request, res)
 
     def _evidence(self, request: dlopen.Request) -> dict:
-        return {"string": request.string, "offset": request.offset, "section": request.section,
-                "class": request.klass, "family": request.family}
+        out = {"string": request.string, "offset": request.offset, "section": request.section,
+               "class": request.klass, "family": request.family}
+        if request.priority is not None:
+            out.update(priority=request.priority, feature=request.feature, description=request.description,
+                       sonames=list(request.patterns))
+        return out
+
+    def _fallback(self, chain: Chain, file: str, request: dlopen.Request, res, sibling) -> None:
+        self.add(FALLBACK, file,
+                 f"opens {_named(request)}, a fallback name: glibc matches loaded objects by exact name or "
+                 f"SONAME and searches for a file of exactly that name, so the loaded "
+                 f"{sibling.elf.soname or sibling.requested} does not answer it and this dlopen fails "
+                 f"unless a file {request.name} is installed",
+                 needed=request.name, loaded=sibling.real, searched=res.searched,
+                 chain=[o.real for o in _loaders(chain, file)], **self._evidence(request))
 
     def _driver(self, chain: Chain, obj, drivers: list[dlopen.Request]) -> None:
         env = self.env
@@ -147,6 +186,13 @@ class OpenedJudge:
         text = f"opens {_named(request)}, which is not in the {where}; {searched}{found}"
         fields = dict(needed=request.name, searched=res.searched, found=res.path if res.how != NOT_FOUND else None,
                       chain=[o.real for o in _loaders(chain, file)], **self._evidence(request))
+        if request.priority is not None:
+            if request.klass != "driver":  # the driver is judged by _driver, as for a string
+                feature = f" for {request.feature}" if request.feature else ""
+                self.add(NOTE_RULES[request.priority], file,
+                         f"opens {_named(request)}{feature}, {request.priority}, which is not in the {where}; "
+                         f"{searched}{found}", **fields)
+            return
         providers = [] if res.error else self.providers.get(request.name, [])
         if request.klass == "toolkit" and providers and not chain.root.elf.is_executable and res.how == NOT_FOUND:
             # As for a DT_NEEDED entry: the audit holds the file, this object's
@@ -166,14 +212,18 @@ class OpenedJudge:
 
 def _named(request: dlopen.Request) -> str:
     """How a finding names what is opened: the name, and the string with its offset."""
+    if request.priority is not None:
+        return f"{request.name} (its dlopen note, at offset {request.offset:#x})"
     string = "" if request.string == request.name else f" {request.string!r}"
     return f"{request.name} (string{string} at offset {request.offset:#x})"
 
 
-def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, names: dict | None = None) -> OpenedJudge:
+def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, names: dict | None = None,
+                 from_host: FromHost | None = None) -> OpenedJudge:
     """Judge every chain; the judge keeps the rows for the listing. `names`:
-    what a NameReader already read, by path."""
-    judge = OpenedJudge(loader, findings, resolved.providers)
+    what a NameReader already read, by path; `from_host` gathers the CUDA
+    libraries only the host provides, with the loading judge's."""
+    judge = OpenedJudge(loader, findings, resolved.providers, from_host)
     judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf}, names)
     for chain in resolved.chains:
         judge.judge(chain)

@@ -51,6 +51,13 @@ _FIELDS = {  # name: default
 }
 
 
+def ignore_line(path: str, roots: tuple[str, ...] = ()) -> str:
+    """The [ignore] entry that drops one file's findings, by its path
+    relative to a root when it lies under one."""
+    rel = relative_to(path, roots) if roots else None
+    return f'[ignore] paths = ["{rel or path}"]'
+
+
 class Policy(namedtuple("Policy", tuple(_FIELDS), defaults=tuple(_FIELDS.values()))):
     """A read policy; `_replace` makes a changed copy. A named tuple: every
     record on the start-up path of `archs` is one (see findings/rules.py)."""

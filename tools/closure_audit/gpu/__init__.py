@@ -1,2 +1,2 @@
 """GPU code objects, CUDA capabilities and what runs where: NVIDIA's rules as
-data (lib/data/cuda-capabilities.json). Imports only the foundations."""
+data (lib/data/cuda-capabilities.json)."""

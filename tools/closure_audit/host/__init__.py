@@ -2,5 +2,5 @@
 root directory (`--root`, default /) or a command found under it, so a whole
 host can be laid out in a directory and checked.
 
-Imports elf/, gpu/ and the foundations; nothing here judges.
+Nothing here judges. What it may import: the README's architecture table.
 """

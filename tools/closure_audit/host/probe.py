@@ -23,7 +23,7 @@ SYSTEM_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64
                "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/local/nvidia/lib64",
                "/usr/local/nvidia/lib", "/usr/lib", "/lib")
 DRIVER_LIBRARY = "libcuda.so.1"
-SMI_QUERY = ["--query-gpu=name,compute_cap", "--format=csv"]
+SMI_QUERY = ["--query-gpu=name,compute_cap,pci.bus_id", "--format=csv"]
 
 
 @dataclass
@@ -31,6 +31,11 @@ class Gpu:
     name: str
     capability: str | None  # "8.6"; None when nothing tells it
     source: str  # nvidia-smi, /proc/driver/nvidia/gpus/..., the device tree
+    # The capability gpu/models.py's table gives for the GPU's model name, the
+    # name, and where it was read (the kernel module's /proc file, else nvidia-smi).
+    model_capability: str | None = None
+    model_source: str | None = None
+    model: str | None = None
 
 
 @dataclass
@@ -46,6 +51,7 @@ class Host:
     root: str
     kind: str  # nixos, wsl, jetson, container, distro
     description: str  # what a person reads: "NixOS 24.11", "Ubuntu 24.04 in a docker container"
+    distribution: tuple[str, ...] = ()  # os-release's ID and ID_LIKE: ("ubuntu", "debian")
     container: str | None = None
     driver_dirs: list[str] = field(default_factory=list)  # the host's directories holding the driver
     driver: DriverLibrary | None = None
@@ -147,11 +153,14 @@ def version_string(path: str) -> str | None:
     return None
 
 
+def find_library(root: Root, dirs: list[str], name: str) -> str | None:
+    """The host path of the first `name` in `dirs`, as the host's loader would find it."""
+    return next((p for d in dirs if root.isfile(p := f"{d.rstrip('/')}/{name}")), None)
+
+
 def find_driver(root: Root, dirs: list[str]) -> DriverLibrary | None:
-    for d in dirs:
-        host_path = f"{d.rstrip('/')}/{DRIVER_LIBRARY}"
-        if not root.isfile(host_path):
-            continue
+    host_path = find_library(root, dirs, DRIVER_LIBRARY)
+    if host_path is not None:
         real = root.resolve(host_path)
         version = library_version_from_name(os.path.basename(real))
         source = "file name" if version else None
@@ -173,12 +182,16 @@ def _gpus_from_smi(root: Root, host: Host) -> None:
         host.smi_error = (got[2].strip().splitlines() or ["failed"])[-1] if got else "could not run"
         return
     lines = [line for line in got[1].splitlines() if line.strip()]
-    for line in lines[1:]:  # the first is the header
-        name, _, cap = line.rpartition(",")
-        name, cap = name.strip(), cap.strip()
-        if not re.fullmatch(r"\d+\.\d+", cap):
-            cap = capability_of(name)
-        host.gpus.append(Gpu(name, cap, "nvidia-smi"))
+    models = _proc_models(root)
+    for i, line in enumerate(lines[1:]):  # the first is the header
+        name, cap, bus = (x.strip() for x in line.rsplit(",", 2)) if line.count(",") >= 2 else (line, "", "")
+        # The kernel module's model of the same GPU: by PCI address, else by order.
+        model, where = models.get(_bus_key(bus)) or (list(models.values())[i] if len(models) > i else (name, None))
+        known = capability_of(model)
+        if re.fullmatch(r"\d+\.\d+", cap):  # the driver's own answer (drivers since 510)
+            host.gpus.append(Gpu(name, cap, "nvidia-smi", known, where or "nvidia-smi", model))
+        else:
+            host.gpus.append(Gpu(name, known, f"nvidia-smi name {name!r} in the model table"))
     if host.driver is not None and host.driver.version is None:
         got = root.run(host.smi, ["--query-gpu=driver_version", "--format=csv,noheader"])
         if got is not None and got[0] == 0 and got[1].strip():
@@ -186,14 +199,31 @@ def _gpus_from_smi(root: Root, host: Host) -> None:
             host.driver.version_source = "nvidia-smi"
 
 
-def _gpus_from_proc(root: Root, host: Host) -> None:
+def _bus_key(bus: str) -> tuple[int, str] | None:
+    """A PCI address comparable across nvidia-smi (00000000:01:00.0) and
+    /proc (0000:01:00.0): the domain as a number, the rest as written."""
+    domain, sep, rest = bus.partition(":")
+    try:
+        return (int(domain, 16), rest.lower()) if sep else None
+    except ValueError:
+        return None
+
+
+def _proc_models(root: Root) -> dict:
+    """The kernel module's GPUs: PCI address -> (model name, the file that says so)."""
     base = "/proc/driver/nvidia/gpus"
+    out = {}
     for bus in root.listdir(base):
-        text = root.read_text(f"{base}/{bus}/information") or ""
-        m = re.search(r"^Model:\s*(.+)$", text, re.M)
+        where = f"{base}/{bus}/information"
+        m = re.search(r"^Model:\s*(.+)$", root.read_text(where) or "", re.M)
         if m:
-            name = m[1].strip()
-            host.gpus.append(Gpu(name, capability_of(name), f"{base}/{bus}/information"))
+            out[_bus_key(bus) or bus] = (m[1].strip(), where)
+    return out
+
+
+def _gpus_from_proc(root: Root, host: Host) -> None:
+    for name, where in _proc_models(root).values():
+        host.gpus.append(Gpu(name, capability_of(name), where))
 
 
 def _gpus_from_tegra(root: Root, host: Host) -> None:
@@ -220,7 +250,8 @@ def probe(root_dir: str = "/") -> Host:
         kind, description = "container", f"{name} in a {container} container"
     else:
         kind, description = "distro", name
-    host = Host(root.path, kind, description, container=container, tegra_release=tegra)
+    distribution = tuple(f"{release.get('ID', '')} {release.get('ID_LIKE', '')}".split())
+    host = Host(root.path, kind, description, distribution, container=container, tegra_release=tegra)
     host.driver_dirs = host_library_dirs(root, kind)
     host.driver = find_driver(root, host.driver_dirs)
     host.kernel_module_text = root.read_text("/proc/driver/nvidia/version")

@@ -1,4 +1,4 @@
 """Resolve: a model of glibc's dynamic loader over ELF files read by elf/.
 
-May import elf/ and the foundations; never findings/, closure/ or output/.
+What it may import: the README's architecture table.
 """

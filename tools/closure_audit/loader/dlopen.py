@@ -12,9 +12,13 @@ answer it, and its class (loader/libraries.py, OPENED_CLASSES):
 - a name built at run time (RUNTIME_FAMILIES) becomes what the code builds:
   cuDNN appends its major version, printf directives stand for what they
   print;
-- any other name without a version is the development link, which runtime
-  packages do not ship: the libraries that carry one use it as a fallback or
-  to recognise a loaded copy, so a versioned file of that library answers it.
+- any other name without a version is asked for as it is: glibc matches
+  loaded objects by exact name, SONAME or file name and searches for a file
+  of exactly that name, so `libcudart.so` is not answered by a loaded or
+  present `libcudart.so.13` (only a development link of that name is);
+- an entry of the object's dlopen metadata note (elf/strings.py) is a request
+  of its own, with the note's priority and feature; a string naming one of
+  its sonames is dropped (the note says more of it).
 
 dlopen(name) from object O, name without a slash (glibc's _dl_map_object):
 first the objects already loaded in the process (by the name they were
@@ -30,10 +34,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..elf.reader import ElfFile
-from ..elf.strings import NameString
+from ..elf.strings import NameString, NoteEntry
 from .libraries import GLIBC_FAMILY, OPENED_CLASSES
 from .model import (ALREADY_LOADED, DEFAULT, DRIVER, NOT_FOUND, PRELOADED, Chain, Environment,
                     LoadedObject, Loader, Resolution, SearchDir, matches_any)
@@ -71,10 +75,21 @@ class Request:
     offset: int  # of that string, in the file
     section: str
     fallbacks: tuple[str, ...] = ()  # strings folded into this request
+    # From a dlopen metadata note: required, recommended or suggested (None:
+    # a string in read-only data), the feature and its description. A note's
+    # patterns are its sonames, tried in turn.
+    priority: str | None = None
+    feature: str | None = None
+    description: str | None = None
 
     @property
     def exact(self) -> bool:
         return self.patterns == (self.name,)
+
+    @property
+    def unversioned(self) -> bool:
+        """A plain name without a version: `libcudart.so`."""
+        return self.exact and self.name.endswith(".so") and "%" not in self.name
 
 
 def _matcher(patterns: tuple[str, ...]):
@@ -106,20 +121,25 @@ def _major(soname: str | None) -> str | None:
     return m[1] if m else None
 
 
-def requests(elf: ElfFile, names: list[NameString], driver_libraries: tuple[str, ...] = ()) -> list[Request]:
-    """The libraries one object may open, from its soname-shaped strings."""
+def requests(elf: ElfFile, names: list[NameString | NoteEntry],
+             driver_libraries: tuple[str, ...] = ()) -> list[Request]:
+    """The libraries one object may open, from its soname-shaped strings and
+    its dlopen metadata notes (entries whose note could not be read are the
+    caller's to report)."""
     own = set(elf.needed)
     if elf.soname:
         own.add(elf.soname)
         m = _VERSIONED.match(elf.soname)
         if m:
             own.add(m[1])  # libcupti.so in libcupti.so.13: its own development name
+    notes = [n for n in names if isinstance(n, NoteEntry) and n.error is None]
+    declared = {soname for n in notes for soname in n.sonames}
     first: dict[str, NameString] = {}
     for n in names:
-        if n.text not in own:
+        if isinstance(n, NameString) and n.text not in own and n.text not in declared:
             first.setdefault(n.text, n)
     versioned = {}
-    for text in first:
+    for text in [*first, *declared]:
         m = _VERSIONED.match(text)
         if m and "%" not in text:
             versioned.setdefault(m[1], text)
@@ -140,13 +160,17 @@ def requests(elf: ElfFile, names: list[NameString], driver_libraries: tuple[str,
         elif major is not None and fnmatch.fnmatchcase(text, "libcudnn_*.so"):
             name = f"{text}.{major}"
             patterns = (name,)
-        elif text.endswith(".so"):
-            patterns = (text, text + ".[0-9]*")
         family = family_of(text)
         klass = (family and family[1]) or classify(name, driver_libraries)
         out.append(Request(name, patterns, klass, family and family[0], text, n.offset, n.section))
-    return [Request(r.name, r.patterns, r.klass, r.family, r.string, r.offset, r.section,
-                    tuple(folded.get(r.string, ()))) for r in out]
+    out = [replace(r, fallbacks=tuple(folded.get(r.string, ()))) for r in out]
+    for n in notes:
+        if not own.issuperset(n.sonames):
+            out.append(Request(n.sonames[0], n.sonames, classify(n.sonames[0], driver_libraries), None,
+                               n.sonames[0], n.offset, n.section,
+                               tuple(f for soname in n.sonames for f in folded.get(soname, ())),
+                               n.priority, n.feature, n.description))
+    return out
 
 
 def loaded_names(chain: Chain) -> dict[str, LoadedObject]:
@@ -178,6 +202,11 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
     keeps pattern searches across calls)."""
     env: Environment = loader.env
     name = request.name
+    if request.priority is not None and len(request.patterns) > 1:
+        # A note's sonames are alternatives: dlopen is called with each in turn.
+        tried = [resolve(loader, chain, obj, replace(request, name=n, patterns=(n,)), names, cache)
+                 for n in request.patterns]
+        return next((r for r in tried if r.how != NOT_FOUND), tried[0])
     if not request.patterns:
         return Resolution(name, NOT_FOUND, error="the name is built from text the file does not hold")
     hit = _loaded(loaded_names(chain) if names is None else names, request)
@@ -200,6 +229,16 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
         if not env.nix or any(d.path in env.driver_dirs for d in dirs):
             return Resolution(name, DRIVER, searched=res.searched)
     return res
+
+
+def loaded_sibling(names: dict[str, LoadedObject], request: Request) -> LoadedObject | None:
+    """For a name without a version (`libzzzrt.so`), a loaded object of the
+    same library with one (`libzzzrt.so.13`): what the name is a fallback
+    for, though glibc never takes it as the answer."""
+    if not request.unversioned:
+        return None
+    head = request.name + "."
+    return next((o for n, o in names.items() if n.startswith(head) and n[len(head):][:1].isdigit()), None)
 
 
 def _find_pattern(loader: Loader, name: str, patterns: tuple[str, ...], dirs: tuple[SearchDir, ...],

@@ -43,3 +43,17 @@ OPENED_CLASSES = (
         "liburcu*.so*", "libcufile_ck.so*", "libcask_profile_interface.so*")),
 )
 OPENED_CLASS_NAMES = ("driver", "toolkit", "optional", "unknown")
+
+# Libraries meant to be opened at run time, and what they serve: when nothing
+# needs one through DT_NEEDED, its unresolved needs matter only where that is
+# used (rule plugin-unresolved-library). A dlopen note's feature comes first.
+PLUGIN_FEATURES = (
+    ("nvshmem_bootstrap_mpi.so*", "MPI bootstrap: only with NVSHMEM over MPI"),
+    ("nvshmem_bootstrap_pmix.so*", "PMIx bootstrap: only with NVSHMEM launched by a PMIx process manager"),
+    ("nvshmem_bootstrap_pmi*.so*", "PMI bootstrap: only with NVSHMEM launched by a PMI process manager"),
+    ("nvshmem_bootstrap_shmem.so*", "OpenSHMEM bootstrap: only with NVSHMEM over OpenSHMEM"),
+    ("nvshmem_transport_ucx.so*", "UCX transport: only with NVSHMEM over UCX"),
+    ("nvshmem_transport_libfabric.so*", "libfabric transport: only with NVSHMEM over libfabric"),
+    ("nvshmem_transport_ib*.so*", "InfiniBand transport: only with NVSHMEM over InfiniBand"),
+    ("libcufile_rdma.so*", "cuFile RDMA: only with GPUDirect Storage over RDMA"),
+)

@@ -217,13 +217,18 @@ def archs_json(report) -> dict:
 def doctor_json(host, facts, checks, findings) -> dict:
     status = Counter(c.status for c in checks)
     d = host.driver
-    return envelope("doctor", facts.targets if facts else [], facts.mode if facts else "host", findings,
+    # Several groups of targets (store paths and trees) are each judged in
+    # their own mode; the report's mode is theirs when they share it.
+    modes = {f.mode for f in facts}
+    mode = "host" if not facts else modes.pop() if len(modes) == 1 else "mixed"
+    return envelope("doctor", [t for f in facts for t in f.targets], mode, findings,
                     {"checks": len(checks), **{s: status.get(s, 0) for s in ("ok", "info", "warning", "error")}},
                     host={"root": host.root, "kind": host.kind, "description": host.description,
                           "container": host.container, "tegra_release": host.tegra_release,
                           "driver": None if d is None else {"path": d.path, "real": d.real, "version": d.version,
                                                             "version_source": d.version_source},
                           "kernel_module": host.kernel_module,
-                          "gpus": [{"name": g.name, "capability": g.capability, "source": g.source}
+                          "gpus": [{"name": g.name, "capability": g.capability, "source": g.source,
+                                    "model_capability": g.model_capability, "model_source": g.model_source}
                                    for g in host.gpus]},
                     checks=[c.to_json() for c in checks])

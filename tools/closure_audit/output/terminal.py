@@ -30,7 +30,7 @@ EVIDENCE_ROWS = 5
 
 
 # Where standard output is no terminal (a CI log, a file, a pipe), lines are
-# never wrapped: this wide unless COLUMNS says otherwise.
+# never wrapped nor cut, whatever COLUMNS says: this wide.
 UNWRAPPED = 1 << 16
 
 
@@ -43,12 +43,22 @@ def console():
 
     tty = sys.stdout.isatty()
     styled = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-    width = None
-    if not tty:
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) > 0 else UNWRAPPED
-    return Console(highlight=False, markup=False, emoji=False, width=width,
-                   color_system="auto" if styled else None, force_terminal=None if styled else False)
+    out = Console(highlight=False, markup=False, emoji=False, width=None if tty else UNWRAPPED,
+                  color_system="auto" if styled else None, force_terminal=None if styled else False)
+    out.on_broken_pipe = _reader_gone  # rich would exit with status 1; the command line ends by SIGPIPE
+    return out
+
+
+def _reader_gone():
+    raise BrokenPipeError
+
+
+class _Table(Table):
+    """A table whose cells fold where a terminal is too narrow, never losing
+    characters: a store path or a name cut short names something else."""
+
+    def add_column(self, *args, overflow="fold", **kwargs) -> None:
+        super().add_column(*args, overflow=overflow, **kwargs)
 
 
 def _plural(n: int, word: str) -> str:
@@ -81,13 +91,13 @@ def findings_tables(console, findings, short=printable) -> None:
     for rule in order:
         items = groups[rule]
         severity = items[0].severity
-        table = Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}",
-                                          (f"  {RULES[rule].summary}", "dim")),
-                      title_justify="left", header_style="dim", pad_edge=False, box=None)
+        table = _Table(title=Text.assemble((rule, "bold"), f" · {severity} · {len(items)}",
+                                           (f"  {RULES[rule].summary}", "dim")),
+                       title_justify="left", header_style="dim", pad_edge=False, box=None)
         # A narrow file column suits a terminal; a log keeps each finding on one line.
-        table.add_column("file", style=STYLE.get(severity, ""), overflow="fold",
+        table.add_column("file", style=STYLE.get(severity, ""),
                          max_width=70 if console.is_terminal else None)
-        table.add_column("detail", overflow="fold")
+        table.add_column("detail")
         for f in items[:MAX_ROWS]:
             table.add_row(short(f.file), printable(f.message))
         if len(items) > MAX_ROWS:
@@ -107,7 +117,9 @@ def verdict(console, findings) -> None:
 
 # -- audit -----------------------------------------------------------------------
 
-def render_audit(report, console, tree: Chain | None = None) -> None:
+def render_audit(report, console, tree: Chain | None = None, opened: bool = False) -> None:
+    """Findings first, errors before warnings; the names objects may open
+    (tens in a CUDA tree) as one summary line, their table with `opened`."""
     def short(path: str | None) -> str:
         if path is None:
             return ""
@@ -120,14 +132,15 @@ def render_audit(report, console, tree: Chain | None = None) -> None:
     if tree is not None:
         console.print()
         console.print(_load_tree(tree, report.mode, short))
-    if report.opened:
-        console.print()
-        console.print(opened_table(report.opened, report.mode, short))
     findings_tables(console, report.findings, short)
     added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
     for e in report.explanations:
         console.print()
         console.print(explanation_tree(e, added))
+    if report.opened:
+        console.print()
+        console.print(opened_table(report.opened, report.mode, short) if opened else
+                      opened_summary(report.opened, report.mode))
     verdict(console, report.findings)
 
 
@@ -135,23 +148,63 @@ _CLASS_ORDER = {"driver": 0, "toolkit": 1, "optional": 2, "unknown": 3}
 _CLASS_STYLE = {"driver": "magenta", "toolkit": "bold", "optional": "dim", "unknown": "cyan"}
 
 
-def opened_table(rows, mode: str, short) -> Table:
-    """One line per name objects may open at run time: its class, who opens
-    it, and where it is found (the worst outcome among its openers)."""
+def _by_name(rows) -> dict[str, list]:
+    """The rows of each opened name, with the worst outcome among its openers first."""
     by_name: dict[str, list] = defaultdict(list)
     for r in rows:
         by_name[r.name].append(r)
-    table = Table(title=Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')}",
-                                      ("  names in read-only data that objects may dlopen", "dim")),
-                  title_justify="left", header_style="dim", pad_edge=False, box=None)
-    table.add_column("name", overflow="fold")
+    for group in by_name.values():
+        group.sort(key=lambda r: (r.inside, r.how != ld.NOT_FOUND))
+    return by_name
+
+
+_FOUND = {ld.NOT_FOUND: "not found", ld.DRIVER: "driver", ld.ALREADY_LOADED: "already loaded"}
+
+
+def _where_found(row, mode: str) -> str:
+    if row.how == ld.NOT_FOUND and row.fallback_for is not None:
+        return "fallback of a loaded library"
+    if row.how in _FOUND:
+        return _FOUND[row.how]
+    if row.inside:
+        return "in the tree" if mode == "tree" else "in the closure"
+    return "host" if mode == "tree" else "outside"
+
+
+def opened_summary(rows, mode: str) -> Text:
+    """One line for the names objects may open: how many of each class, and
+    where they are found (each name by its worst outcome)."""
+    by_name = _by_name(rows)
+    classes = defaultdict(int)
+    found = defaultdict(int)
+    for group in by_name.values():
+        classes[group[0].klass] += 1
+        found[_where_found(group[0], mode)] += 1
+    t = Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')} (")
+    t.append(", ".join(f"{n:,} {k}" for k, n in sorted(classes.items(), key=lambda kv: _CLASS_ORDER[kv[0]])))
+    t.append("): " + ", ".join(f"{n:,} {where}" for where, n in sorted(found.items())))
+    t.append("  --opened lists them, --json lists every opener", style="dim")
+    return t
+
+
+def opened_table(rows, mode: str, short) -> Table:
+    """One line per name objects may open at run time: its class, who opens
+    it, and where it is found (the worst outcome among its openers)."""
+    by_name = _by_name(rows)
+    table = _Table(title=Text.assemble(("opened at run time", "bold"), f" · {_plural(len(by_name), 'name')}",
+                                       ("  names in read-only data and dlopen notes that objects may dlopen",
+                                        "dim")),
+                   title_justify="left", header_style="dim", pad_edge=False, box=None)
+    table.add_column("name")
     table.add_column("class")
-    table.add_column("opened by", overflow="fold", max_width=50)
-    table.add_column("found", overflow="fold", max_width=50)
+    table.add_column("opened by", max_width=50)
+    table.add_column("found", max_width=50)
     for name, group in sorted(by_name.items(), key=lambda kv: (_CLASS_ORDER[kv[1][0].klass], kv[0])):
-        worst = min(group, key=lambda r: (r.inside, r.how != ld.NOT_FOUND))
+        worst = group[0]
         openers = short(group[0].file) + (f" and {len(group) - 1} more" if len(group) > 1 else "")
-        if worst.how == ld.NOT_FOUND:
+        if worst.how == ld.NOT_FOUND and worst.fallback_for is not None:
+            found = Text(f"not found: a fallback of the loaded {short(worst.fallback_for)}", style="dim")
+        elif worst.how == ld.NOT_FOUND:
             found = Text("not found", style="bold red" if worst.klass == "toolkit" else "yellow")
         elif worst.how == ld.DRIVER:
             found = Text("driver", style="magenta")
@@ -161,7 +214,8 @@ def opened_table(rows, mode: str, short) -> Table:
             found = Text(f"{'host' if mode == 'tree' else 'outside'}: {printable(worst.path)}", style="yellow")
         else:
             found = Text(short(worst.path))
-        table.add_row(printable(name), Text(group[0].klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
+        klass = group[0].klass + (f", {group[0].priority} (dlopen note)" if group[0].priority else "")
+        table.add_row(printable(name), Text(klass, style=_CLASS_STYLE[group[0].klass]), openers, found)
     return table
 
 
@@ -266,10 +320,10 @@ def render_size(console, closure, rows, total: int) -> None:
             console.file.write(f"{format_size(r.added_size):>11}  {format_size(r.closure_size):>11}  "
                                f"{format_size(r.nar_size):>11}  {printable(_store_name(r.path))}\n")
     else:
-        table = Table(header_style="dim", pad_edge=False, box=None)
+        table = _Table(header_style="dim", pad_edge=False, box=None)
         for col in ("added", "closure", "NAR"):
             table.add_column(col, justify="right")
-        table.add_column("path", overflow="fold")
+        table.add_column("path")
         for r in rows:
             table.add_row(format_size(r.added_size), format_size(r.closure_size), format_size(r.nar_size),
                           _store_name(r.path))
@@ -285,8 +339,8 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
     console.print(Text(f"{format_size(old_size)} → {format_size(new_size)} "
                        f"({format_size(new_size - old_size, signed=True)}) · ") + counts(findings))
     forbidden = {f.file for f in findings if f.rule == "forbidden-path"}
-    table = Table(header_style="dim", pad_edge=False, box=None)
-    table.add_column("package", overflow="fold")
+    table = _Table(header_style="dim", pad_edge=False, box=None)
+    table.add_column("package")
     table.add_column("status")
     table.add_column("version")
     table.add_column("size", justify="right")
@@ -309,7 +363,7 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
 
 def render_gate(console, results, findings) -> None:
     header(console, "gate", "nix-store", [r.budget.name for r in results])
-    table = Table(header_style="dim", pad_edge=False, box=None)
+    table = _Table(header_style="dim", pad_edge=False, box=None)
     for col, just in (("target", "left"), ("closure", "right"), ("budget", "right"), ("baseline", "right"),
                       ("growth", "right"), ("verdict", "left")):
         table.add_column(col, justify=just)
@@ -370,7 +424,7 @@ def render_archs(console, report) -> None:
                               (f"  {_plural(f.containers, 'container')}, {format_size(f.stored)}", "dim"))
         if request is not None and f.prunable:
             title.append(f" · {format_size(f.prunable)} unused", style="yellow")
-        table = Table(title=title, title_justify="left", header_style="dim", pad_edge=False, box=None)
+        table = _Table(title=title, title_justify="left", header_style="dim", pad_edge=False, box=None)
         for col, just in (("code", "left"), ("section", "left"), ("entries", "right"), ("stored", "right"),
                           ("uncompressed", "right"), ("compression", "left"), ("", "left")):
             table.add_column(col, justify=just)
@@ -383,8 +437,8 @@ def render_archs(console, report) -> None:
         console.print()
         console.print(table)
     if len(gpu) > 1:
-        table = Table(title=Text("all files", style="bold"), title_justify="left", header_style="dim",
-                      pad_edge=False, box=None)
+        table = _Table(title=Text("all files", style="bold"), title_justify="left", header_style="dim",
+                       pad_edge=False, box=None)
         for col, just in (("code", "left"), ("files", "right"), ("entries", "right"), ("stored", "right"),
                           ("uncompressed", "right")):
             table.add_column(col, justify=just)
@@ -409,11 +463,12 @@ _STATUS = {"ok": ("ok", "green"), "info": ("info", "cyan"), "warning": ("warning
 
 
 def render_doctor(console, host, facts, checks, findings) -> None:
-    header(console, "doctor", facts.mode if facts else "host", facts.targets if facts else [host.root])
-    table = Table(box=None, show_header=False, pad_edge=False)
+    modes = sorted({f.mode for f in facts})
+    header(console, "doctor", " and ".join(modes) or "host", [t for f in facts for t in f.targets] or [host.root])
+    table = _Table(box=None, show_header=False, pad_edge=False)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True, style="bold")
-    table.add_column("what", overflow="fold")
+    table.add_column("what")
     for c in checks:
         word, style = _STATUS[c.status]
         text = Text(printable(c.message))
