@@ -12,8 +12,9 @@ and compares what each lists: entries per (kind, architecture) in the fatbin
 sections, which must be identical. Also times `archs --deep` (whole files).
 
 Targets: at least 100x faster than cuobjdump on libtorch_cuda.so and 20x on the
-other two, peak memory under 100 MB, identical listings. Exit status 1 when a
-target is missed.
+other two, peak memory under 100 MB, identical listings. Also times cuFFT's
+libcufft.so.12 plain and judged against 8.6 and 9.0, which reads the kernels
+of its PTX: at most 4x the plain run. Exit status 1 when a target is missed.
 
   python3 benchmarks/bench_archs.py [--wheels DIR] [--tree DIR] [--cuobjdump PATH] [--runs N]
 """
@@ -73,6 +74,17 @@ def main() -> int:
                                                                      text=True).stdout)["files"]
                      for c in f["codes"] if c["section"] not in (".nv_fatbin", "__nv_relfatbin"))
         print(f"{name}: --deep finds {hidden} more code objects outside the fatbin sections")
+
+    # Judging reads kernels where a cubin is not enough (docs/archs.md#kernels):
+    # cuFFT's PTX beside its sm_86 and sm_90 cubins, 117 MiB of payloads.
+    cufft = str(site / "nvidia/cu13/lib/libcufft.so.12")
+    plain = measure("archs libcufft.so.12", ours + [cufft], args.runs)
+    judged = measure("archs --capabilities 8.6,9.0 libcufft.so.12", ours + ["--capabilities", "8.6,9.0", cufft],
+                     args.runs)
+    rows += [plain, judged]
+    checks.append((f"libcufft.so.12: --capabilities 8.6,9.0 / plain = {judged.seconds / plain.seconds:.1f}x, "
+                   f"{judged.peak_mb:.0f} MB (target <= 4x, < 100 MB)",
+                   judged.seconds <= 4 * plain.seconds and judged.peak_mb < 100))
 
     return report(rows, checks, width=58)
 

@@ -20,8 +20,9 @@ shape at --store-paths), closure-audit next to `nix path-info -S --recursive`.
 Targets, at 100,000 paths: size, why, why-pat, diff and gate each under 10 s
 and 2 GB, and time growing linearly with the references: from 10,000 to
 100,000 paths, the time exponent log(t100k/t10k) / log(e100k/e10k) below 1.2
-after the fixed start-up (`closure-audit --help`) is taken off. size-all is
-reported, not judged (every closure size is a transitive-closure problem).
+after the fixed start-up (`closure-audit --help`) is taken off. size-all
+(every path's closure size: a transitive-closure problem, whose exponent is
+reported, not judged) under 5 s and 2 GB.
 Exit status 1 when a target is missed.
 
   python3 benchmarks/bench_scale.py [--runs N] [--sizes 2000,10000,100000]
@@ -46,6 +47,7 @@ import gen_dumps
 NIX = ["nix", "--extra-experimental-features", "nix-command flakes"]
 JUDGED = ("size", "why", "why-pat", "diff", "gate")
 LIMIT_S, LIMIT_MB, EXPONENT = 10.0, 2048.0, 1.2
+LIMITS = {"size-all": 5.0}  # seconds at the largest size, where not LIMIT_S
 
 
 def dump(n: int, closure_size: bool, fmt: str = "object", variant: str = "old") -> Path:
@@ -174,10 +176,11 @@ def main() -> int:
                                    f"{e:.2f} from {a:,} to {b:,} paths (target < {EXPONENT})", e < EXPONENT))
             print(f"{name:10} {'yes' if with_cs else 'no':12}{cells}{exponent}")
             t = table[name, with_cs, sizes[-1]]
-            if name in JUDGED:
+            if name in JUDGED or name in LIMITS:
+                limit = LIMITS.get(name, LIMIT_S)
                 checks.append((f"{name} ({'with' if with_cs else 'without'} closureSize) at {sizes[-1]:,} paths: "
-                               f"{t.seconds:.2f} s, {t.peak_mb:.0f} MB (targets < {LIMIT_S:.0f} s, < "
-                               f"{LIMIT_MB:.0f} MB)", t.seconds < LIMIT_S and t.peak_mb < LIMIT_MB))
+                               f"{t.seconds:.2f} s, {t.peak_mb:.0f} MB (targets < {limit:.0f} s, < "
+                               f"{LIMIT_MB:.0f} MB)", t.seconds < limit and t.peak_mb < LIMIT_MB))
 
     n = sizes[-1]
     print(f"\nthe dump shapes Nix writes, {n:,} paths with closureSize: closure-audit size")

@@ -235,11 +235,11 @@ def build(tmp_path, objects) -> Builder:
     return Builder(root, objects)
 
 
-SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-2.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-3.schema.json").read_text())
 
 
 def validate(report: dict) -> None:
-    """Check a report against the JSON contract, docs/schema/closure-audit-2.schema.json."""
+    """Check a report against the JSON contract, docs/schema/closure-audit-3.schema.json."""
     import jsonschema
 
     jsonschema.validate(report, SCHEMA)

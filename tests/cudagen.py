@@ -18,6 +18,9 @@ from pathlib import Path
 # Two translation units, so -rdc builds have two relocatable entries.
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\nvoid launch(float *x) { k<<<1, 32>>>(x); }\n"
 KERNEL2 = "__global__ void k2(float *x) { x[threadIdx.x] += 1.0f; }\nvoid launch2(float *x) { k2<<<1, 32>>>(x); }\n"
+# Device code without a kernel: a __device__ function and host code. nvcc
+# still embeds a cubin for it, which defines no kernel (as libcufftw's sm_75).
+NO_KERNEL = "__device__ float twice(float x) { return 2.0f * x; }\nint host_only(int a) { return a + 1; }\n"
 
 
 def find_nvcc() -> str | None:
@@ -46,6 +49,7 @@ class Nvcc:
         self.dir = workdir
         (workdir / "k.cu").write_text(KERNEL)
         (workdir / "k2.cu").write_text(KERNEL2)
+        (workdir / "none.cu").write_text(NO_KERNEL)
         lib = Path(nvcc).resolve().parent.parent / "lib"
         self.extra = [f"-L{lib}"] if (lib / "libcudart_static.a").exists() else []
 

@@ -40,6 +40,11 @@ RECIPES = {
     "ptx.so": (gencode("90:compute_90"),),
     "native.so": (["-arch=native"],),
     "exe": (gencode("75:sm_75"), ("k.cu", "main.cpp"), False),
+    "nokernel.so": (gencode("75:sm_75"), ("none.cu",)),
+    "nokernel-rdc.so": (gencode("75:sm_75") + ["-rdc=true"], ("none.cu",)),
+    "k-sm86.o": (gencode("86:sm_86") + ["-c", "-Xcompiler", "-fPIC"], ("k.cu",), False),
+    "k2-ptx80.o": (gencode("80:compute_80") + ["-c", "-Xcompiler", "-fPIC"], ("k2.cu",), False),
+    "covered-ptx.so": (gencode("86:sm_86", "80:compute_80"),),
 }
 
 # (section, code, entries, compression, debug). nvcc -shared adds a tiny
@@ -58,6 +63,7 @@ EXPECTED = {
     "ptx.so": [(".nv_fatbin", "compute_90", 1, "zstd", False)],
     "native.so": [(".nv_fatbin", "sm_75", 2, "none", False), (".nv_fatbin", "compute_75", 1, "zstd", False)],
     "exe": [(".nv_fatbin", "sm_75", 2, "none", False)],
+    "nokernel.so": [(".nv_fatbin", "sm_75", 2, "none", False)],
 }
 
 
@@ -65,7 +71,11 @@ EXPECTED = {
 def fatbins(tmp_path_factory) -> dict[str, Path]:
     work = tmp_path_factory.mktemp("nvcc")
     (work / "main.cpp").write_text("void launch(float *);\nint main() { launch(nullptr); return 0; }\n")
-    built = Nvcc(NVCC, work).build_all(RECIPES)
+    nvcc = Nvcc(NVCC, work)
+    built = nvcc.build_all(RECIPES)
+    # One library from two translation units: k as an sm_86 cubin, and k2
+    # as compute_80 PTX only, which 8.6 needs (covered-ptx.so: both k).
+    built["uncovered-ptx.so"] = nvcc.build("uncovered-ptx.so", gencode("86:sm_86"), ("k-sm86.o", "k2-ptx80.o"))
     for path in built.values():
         assert_matches_pyelftools(str(path))
     return built
@@ -199,7 +209,83 @@ def test_a_and_f_variants(fatbins, caps, missing, unexpected):
 def test_ptx_beside_a_cubin_is_unexpected_without_forward_compat(fatbins):
     code, report = archs(fatbins["size.so"], "--capabilities", "8.0")
     assert rules(report) == [("unexpected-gpu-arch", "compute_80")]
-    assert "have cubins" in report["findings"][0]["message"]
+    assert "every kernel in it has a cubin" in report["findings"][0]["message"]
+
+
+# -- kernels -----------------------------------------------------------------------
+
+def kernels(report) -> list[tuple]:
+    return sorted((c["section"], c["code"], c["kernels"]) for f in report["files"] for c in f["codes"])
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("multi.so", [(".nv_fatbin", "compute_90", 1), (".nv_fatbin", "sm_86", 1), (".nv_fatbin", "sm_90", 1)]),
+    ("rdc.so", [(".nv_fatbin", "sm_80", 2), ("__nv_relfatbin", "sm_80", 2)]),  # linked, and the relocatable two
+    ("lz.so", [(".nv_fatbin", "compute_80", 1), (".nv_fatbin", "sm_80", 1)]),  # NVIDIA's LZ
+    ("size.so", [(".nv_fatbin", "compute_80", 1), (".nv_fatbin", "sm_80", 1)]),  # zstd
+    ("none.so", [(".nv_fatbin", "compute_80", 1), (".nv_fatbin", "sm_80", 1)]),
+    ("nokernel.so", [(".nv_fatbin", "sm_75", 0)]),
+    ("lto.o", [("__nv_relfatbin", "lto_90", None)]),  # LTO IR is not read
+])
+def test_kernels_are_counted_in_every_code_object(fatbins, name, expected):
+    assert kernels(archs(fatbins[name], "--kernels")[1]) == expected
+    # A plain listing reads no payload.
+    assert {k for _, _, k in kernels(archs(fatbins[name])[1])} == {None}
+
+
+def test_kernels_are_the_global_functions_and_no_other(fatbins):
+    """A cubin's kernels are its __global__ functions by their mangled names;
+    a __device__ function that -rdc keeps as a function symbol is none."""
+    from elftools.elf.elffile import ELFFile
+    import io
+    from closure_audit.elf.fatbin import kernels as entry_kernels, payload
+
+    found = {}
+    for name in ("rdc.so", "nokernel-rdc.so", "multi.so"):
+        path = fatbins[name]
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for e in read_file(str(path)).entries:
+                found.setdefault((name, e.section, e.kind), set()).update(entry_kernels(fd, e))
+                if name == "nokernel-rdc.so" and e.section == "__nv_relfatbin":
+                    funcs = [s.name for s in ELFFile(io.BytesIO(payload(fd, e))).get_section_by_name(".symtab")
+                             .iter_symbols() if s["st_info"]["type"] == "STT_FUNC"]
+                    assert funcs == ["_Z5twicef"]  # a function symbol, not a kernel
+        finally:
+            os.close(fd)
+    assert found == {
+        ("rdc.so", ".nv_fatbin", "cubin"): {"_Z1kPf", "_Z2k2Pf"},
+        ("rdc.so", "__nv_relfatbin", "cubin"): {"_Z1kPf", "_Z2k2Pf"},
+        ("nokernel-rdc.so", ".nv_fatbin", "cubin"): set(),
+        ("nokernel-rdc.so", "__nv_relfatbin", "cubin"): set(),
+        ("multi.so", ".nv_fatbin", "cubin"): {"_Z1kPf"},
+        ("multi.so", ".nv_fatbin", "ptx"): {"_Z1kPf"},
+    }
+
+
+def test_code_without_kernels_fails_no_gpu(fatbins):
+    """A cubin of device code without a kernel is never launched: no GPU
+    misses it, with or without forward compatibility."""
+    code, report = archs(fatbins["nokernel.so"], "--capabilities", "9.0")
+    assert code == 0 and rules(report) == [("unexpected-gpu-arch", "sm_75")]
+    assert kernels(report) == [(".nv_fatbin", "sm_75", 0)]
+    code, report = archs(fatbins["nokernel.so"], "--capabilities", "9.0", "--forward-compat")
+    assert code == 0 and rules(report) == [("unexpected-gpu-arch", "sm_75")]
+    # The same architectures with a kernel still fail.
+    code, report = archs(fatbins["exe"], "--capabilities", "9.0")
+    assert code == 1 and ("missing-gpu-arch", "9.0") in rules(report)
+
+
+def test_ptx_is_needed_where_a_kernel_of_it_has_no_cubin(fatbins):
+    code, report = archs(fatbins["uncovered-ptx.so"], "--capabilities", "8.6")
+    assert code == 0 and rules(report) == []
+    (f,) = report["files"]
+    assert {c["code"]: c["wanted"] for c in f["codes"]} == {"sm_86": True, "compute_80": True}
+    assert f["prunable"] == 0
+    # Where the cubins hold every kernel of the PTX, it is prunable.
+    code, report = archs(fatbins["covered-ptx.so"], "--capabilities", "8.6")
+    assert rules(report) == [("unexpected-gpu-arch", "compute_80")]
+    assert "every kernel in it has a cubin" in report["findings"][0]["message"]
 
 
 def test_lto_ir_is_wanted_for_the_gpus_it_links_for(fatbins):

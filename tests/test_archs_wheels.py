@@ -97,3 +97,27 @@ def known(capability: str) -> bool:
     except UsageError:
         return False
     return True
+
+
+def _cufft(name: str) -> str:
+    (path,) = [str(p) for p in Path(TREE).rglob(name) if p.is_file()]
+    return path
+
+
+def test_cufft_kernels_judge_what_runs():
+    """libcufftw's one sm_75 cubin defines no kernel, so an H100 misses
+    nothing; libcufft's PTX holds kernels its sm_86 and sm_90 cubins do not,
+    so 8.6 and 9.0 need all of it."""
+    p = run_cli("archs", "--json", "--capabilities", "9.0", _cufft("libcufftw.so.*"), timeout=600)
+    data = json.loads(p.stdout)
+    validate(data)
+    assert p.returncode == 0 and [f["rule"] for f in data["findings"]] == ["unexpected-gpu-arch"]
+    assert [c["kernels"] for c in data["files"][0]["codes"]] == [0]
+    p = run_cli("archs", "--json", "--capabilities", "8.6,9.0", _cufft("libcufft.so.*"), timeout=600)
+    data = json.loads(p.stdout)
+    validate(data)
+    (f,) = data["files"]
+    ptx = [c for c in f["codes"] if c["kind"] == "ptx"]
+    assert ptx and all(c["wanted"] and c["kernels"] for c in ptx)
+    assert f["prunable"] == sum(c["stored"] for c in f["codes"] if c["wanted"] is False)
+    assert f["prunable"] < f["stored"] // 10

@@ -49,7 +49,7 @@ def test_json_contract(broken):
     assert p.returncode == 1
     report = json.loads(p.stdout)
     validate(report)
-    assert report["schema"] == "closure-audit/2" and report["mode"] == "tree"
+    assert report["schema"] == "closure-audit/3" and report["mode"] == "tree"
     assert report["target"] == [os.path.realpath(broken.root)]
     s = report["summary"]
     assert s["elf_files"] == 3 and s["findings"]["error"] == sum(

@@ -397,6 +397,9 @@ def test_gate(store, tmp_path):
     assert {f["file"] for f in report["findings"] if f["rule"] == "added-size-budget"} == expected
     text = md.read_text()
     assert text.startswith("## closure-audit gate: ❌ failed") and "`closure-budget`" in text
+    # One byte over reads as over: sizes that round alike are written in bytes.
+    over = next(f for f in report["findings"] if f["rule"] == "closure-budget")["message"]
+    assert f"closure is {total:,} bytes, over its budget of {total - 1:,} bytes" in over, over
     # The growth limit and the baseline can come from the command line (as CI passes them).
     budgets.write_text(f'[targets.torch]\nmax-closure-size = "{total}"\nallow = ["*"]\n')
     p, report = cli_json("gate", "--budgets", str(budgets), "--target", f"torch={store['torch']}",
@@ -515,3 +518,47 @@ def test_audit_of_an_installable(tmp_path):
     p, report = cli_json("audit", f"path:{flake}#default", "--build")
     assert p.returncode == 1 and [f[1] for f in _forbidden(report)] == ["magma-*"]
     assert report["target"][0].endswith(f"-fixture-app-{os.getpid()}")
+
+
+PREFIXED = r"""
+rec {
+  nvcc = sh "cuda12.9-cuda_nvcc-12.9.86" ''
+    mkdir -p $out/lib
+    echo 'int ptx(void) { return 1; }' > n.c
+    gcc -shared -fPIC -o $out/lib/libnvptxcompiler.so n.c
+  '';
+  # A runpath to the compiler's lib/ that resolves nothing: the only reference.
+  app = sh "app-1.0" ''
+    mkdir -p $out/lib
+    echo 'int app(void) { return 0; }' > a.c
+    gcc -shared -fPIC -o $out/lib/libapp.so a.c -Wl,--enable-new-dtags,-rpath,${nvcc}/lib
+  '';
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def prefixed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("prefixed")
+    return {name: nix_build(tmp, PREFIXED, attr=name)[0] for name in ("nvcc", "app")}
+
+
+def test_why_matches_a_bare_word_after_the_release_prefix(prefixed):
+    p, report = cli_json("why", prefixed["app"], "cuda_nvcc")
+    assert p.returncode == 0
+    (e,) = report["explanations"]
+    assert e["path"] == prefixed["nvcc"] and e["chain"] == [prefixed["app"], prefixed["nvcc"]]
+    # Labelled with the policy pattern that forbids it, not with the query.
+    assert (e["pattern"], e["reason"]) == ("cuda*-cuda_nvcc-*", "the CUDA compiler")
+    assert [h["kind"] for h in e["hops"][0]["evidence"]] == ["runpath-unused"]
+    # A prefix is not a word boundary anywhere else.
+    assert run_cli("why", prefixed["app"], "nvcc").returncode == 1
+
+
+def test_why_suggests_shrinking_a_runpath_that_is_all_unused(prefixed, store):
+    p = run_cli("why", prefixed["app"], "cuda_nvcc")
+    assert "forbidden (cuda*-cuda_nvcc-*): the CUDA compiler" in p.stdout, p.stdout
+    assert f"patchelf --shrink-rpath {prefixed['app']}/lib/libapp.so" in p.stdout, p.stdout
+    # torch's runpath to cudatoolkit is used by one library: no such advice.
+    p = run_cli("why", store["torch"], "cudatoolkit")
+    assert "forbidden (cudatoolkit-*)" in p.stdout and "shrink-rpath" not in p.stdout, p.stdout

@@ -250,3 +250,26 @@ def test_size_and_diff_on_a_dump_of_thousands_of_paths(tmp_path):
     p = run_cli("diff", str(old), str(new))
     assert p.returncode in (0, 1), p.stderr
     assert re.search(r"… [\d,]+ more packages", p.stdout)
+
+
+def test_every_closure_size_in_parallel_passes_matches_one_pass_and_networkx(monkeypatch):
+    """Several chunks of sources (5,000 paths, 2,048 to a pass) computed by
+    threads at once: the same sizes as one thread, and as networkx's
+    descendants for a sample of paths."""
+    import synthetic
+
+    data = synthetic.generate(5000, seed=11)
+    c = Closure(build_graph(parse_path_info(data, S, "t")), [next(iter(data))], "t", S)
+    ids = np.arange(len(c.graph))
+    monkeypatch.setattr(sizes, "WORKERS", 4)
+    monkeypatch.setattr(sizes.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    with mock.patch.object(sizes, "ThreadPoolExecutor", wraps=sizes.ThreadPoolExecutor) as pool:
+        parallel = closure_sizes(c, ids)
+    assert pool.call_args.args == (3,)  # three passes, three threads
+    monkeypatch.setattr(sizes, "WORKERS", 1)
+    assert (closure_sizes(c, ids) == parallel).all()
+    g = nx.DiGraph((p, r) for p in c.graph for r in c.graph.references(p))
+    g.add_nodes_from(c.graph)
+    for i in np.random.default_rng(0).choice(len(ids), 150, replace=False):
+        p = c.graph.paths[i]
+        assert parallel[i] == c.nar_size(p) + sum(c.nar_size(q) for q in nx.descendants(g, p) if q != p)

@@ -261,7 +261,7 @@ def test_closure_audit_package():
     assert a["kind"] == "buildPythonApplication" and a["pyproject"] is True
     assert a["version"] == re.search(r'__version__ = "([^"]+)"', init).group(1)
     assert a["build"] == ["setuptools"] and a["deps"] == ["numpy", "igraph", "orjson", "rich", "cryptography",
-                                                          "zstandard"]
+                                                          "zstandard", "lz4"]
     assert a["makeWrapperArgs"] == ["--prefix", "PATH", ":", a["nix"] + "/bin"]
     assert a["checks"] == ["pytestCheckHook", "hypothesis", "jsonschema", "networkx", "pyelftools", "patchelf"]
     assert a["disabledTestMarks"] == ["wheels"] and a["pythonImportsCheck"] == ["closure_audit"]

@@ -3,8 +3,14 @@ CUDA and Python release prefixes."""
 
 from __future__ import annotations
 
-from closure_audit.closure.diff import diff, split_release
-from closure_audit.closure.graph import Closure, build_graph
+import json
+import re
+import sys
+from pathlib import Path
+
+from closure_audit.closure.diff import diff
+from closure_audit.closure.graph import Closure, build_graph, load_dump
+from closure_audit.storepath import name_part, package_key, parse_name, split_release
 
 STORE = "/nix/store"
 
@@ -52,3 +58,73 @@ def test_split_release():
     assert split_release("python3-numpy") == ("python3", "numpy")
     assert split_release("cudatoolkit") == ("", "cudatoolkit")
     assert split_release("python3.12") == ("", "python3.12")
+
+
+def test_prefixed_and_unprefixed_names_are_two_packages():
+    # The Python binding and the C++ library: nvd and `nix store diff-closures` keep them apart.
+    old = closure("python3.12-protobuf-5.28.3", "protobuf-28.3")
+    new = closure("python3.12-protobuf-5.29.0", "protobuf-29.0")
+    got = by_name(diff(old, new))
+    assert set(got) == {("python3.12-protobuf", "out"), ("protobuf", "out")}
+    assert got[("python3.12-protobuf", "out")].old_versions == ["5.28.3"]
+    assert got[("protobuf", "out")].new_versions == ["29.0"]
+    # An added prefixed package does not swallow a removed unprefixed one.
+    got = by_name(diff(closure("protobuf-28.3"), closure("python3.12-protobuf-5.28.3")))
+    assert got[("protobuf", "out")].status == "removed"
+    assert got[("python3.12-protobuf", "out")].status == "added"
+
+
+def test_split_release_families():
+    assert package_key("python3.12-numpy") == package_key("python3.13-numpy") == ("python", "numpy")
+    assert package_key("cuda12.9-cuda_cudart") == package_key("cuda13.0-cuda_cudart") == ("cuda", "cuda_cudart")
+    assert package_key("protobuf") == ("", "protobuf") != package_key("python3.12-protobuf")
+
+
+def test_no_record_mixes_prefixed_and_unprefixed_names_at_scale(tmp_path):
+    """The scale benchmark's 100,000-path closures (prefixed and unprefixed
+    names drawn from the same stems), before and after a change: every record
+    holds names with one prefix family only."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import gen_dumps
+
+    files = []
+    for variant in ("old", "new"):
+        files.append(tmp_path / f"{variant}.json")
+        files[-1].write_bytes(gen_dumps.dump(100_000, variant=variant))
+    packages = diff(load_dump(str(files[0]), []), load_dump(str(files[1]), []))
+    assert len(packages) > 1000
+    family = re.compile(r"^(cuda|python|pypy)\d+(\.\d+)?-(?=\D)")
+    mixed = []
+    for p in packages:
+        names = {parse_name(name_part(path))[0] for path in p.old_paths + p.new_paths}
+        kinds = {(m.group(1) if (m := family.match(n)) else "", family.sub("", n)) for n in names}
+        if len(kinds) > 1:
+            mixed.append((p.name, sorted(names)))
+    assert mixed == []
+
+
+def test_terminal_diff_labels_roots_versionless_names_and_growth(tmp_path):
+    from conftest import run_cli
+
+    def dump(file, names, sizes, hashes):
+        paths = [f"{STORE}/{h * 32}-{n}" for h, n in zip(hashes, names)]
+        data = {p: {"narSize": s, "references": paths[1:] if i == 0 else []}
+                for i, (p, s) in enumerate(zip(paths, sizes))}
+        file.write_text(json.dumps(data))
+        return paths[0]
+
+    # The unversioned hook has a new hash: it was rebuilt.
+    old_root = dump(tmp_path / "old.json", ["env-1", "setup-hook", "zlib-1.3"], [1000, 1000, 2000], "abc")
+    new_root = dump(tmp_path / "new.json", ["env-2", "setup-hook", "zlib-1.3.1"], [1000, 1000, 3000], "dfg")
+    p = run_cli("diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert any(line.startswith("old") and old_root in line and "3.9 KiB" in line for line in lines), p.stdout
+    assert any(line.startswith("new") and new_root in line and "4.9 KiB" in line for line in lines), p.stdout
+    assert "+1000 B (+25.0%)" in p.stdout
+    hook = next(line for line in lines if line.startswith("setup-hook"))
+    assert "rebuilt" in hook and "(no version)" in hook and "∅" not in hook
+    # The Markdown says the same.
+    md = run_cli("diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--markdown", "-").stdout
+    assert f"old: {name_part(old_root)}, 3.9 KiB" in md and f"new: {name_part(new_root)}, 4.9 KiB, +1000 B (+25.0%)" in md
+    assert "| `setup-hook` | rebuilt | (no version) |" in md

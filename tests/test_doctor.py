@@ -215,6 +215,29 @@ def test_a_gpu_older_than_every_compiled_architecture(tmp_path, build, gpu_lib):
     assert f["capability"] == "7.5" and "install a build with sm_75 code" in f["fixes"][0]["text"]
 
 
+@needs_nvcc
+def test_gpu_code_without_kernels_needs_no_gpu(tmp_path, tmp_path_factory, build, gpu_lib):
+    """A library whose only cubin defines no kernel (libcufftw's sm_75) runs
+    on an H100: nothing in it is ever launched."""
+    empty = Nvcc(find_nvcc(), tmp_path_factory.mktemp("nvcc")).build("libcufftw.so", gencode("75:sm_75"),
+                                                                    ("none.cu",))
+    tree = cuda13_tree(build)
+    lib = tree / "site-packages/nvidia/cu13/lib"
+    (lib / "libcufftw.so.12").write_bytes(empty.read_bytes())
+    (lib / "libkernels.so").write_bytes(gpu_lib.read_bytes())
+    h = fakehost.ubuntu(tmp_path / "root", gpus=[("NVIDIA H100 80GB HBM3", "9.0")])
+    rc, data = doctor(h.root, tree)
+    assert [f for f in data["findings"] if f["rule"] == "no-kernel-image"] == []
+    (c,) = checks(data)["gpu-code"]
+    assert c["status"] == "ok" and "1 more hold GPU code that defines no kernel" in c["message"], c
+    # A kernel of sm_75 alone is still missing there.
+    kernel = Nvcc(find_nvcc(), tmp_path_factory.mktemp("nvcc")).build("libk75.so", gencode("75:sm_75"))
+    (lib / "libk75.so").write_bytes(kernel.read_bytes())
+    rc, data = doctor(h.root, tree)
+    (f,) = [f for f in data["findings"] if f["rule"] == "no-kernel-image"]
+    assert f["files"] == [str(lib / "libk75.so")]
+
+
 def test_bad_input(tmp_path):
     p = run_cli("doctor", "--root", str(tmp_path / "nope"))
     assert p.returncode == 2 and "--root is not a directory" in p.stderr and "Traceback" not in p.stderr

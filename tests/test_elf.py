@@ -182,6 +182,52 @@ def test_hostile_headers(tmp_path, mutate, reason):
         read_elf(str(p))
 
 
+def _loads(data: bytes) -> list[int]:
+    """Offsets of the PT_LOAD headers of an ELF64 little-endian file."""
+    phoff, phnum = struct.unpack_from("<Q", data, 32)[0], struct.unpack_from("<H", data, 56)[0]
+    return [phoff + i * 56 for i in range(phnum) if struct.unpack_from("<I", data, phoff + i * 56)[0] == 1]
+
+
+def _phdr_table_past_the_end(d: bytes) -> bytes:
+    return _patch(d, 56, "<H", (len(d) - struct.unpack_from("<Q", d, 32)[0]) // 56 + 1)
+
+
+def _load_past_the_end(d: bytes) -> bytes:
+    at = next(o for o in _loads(d) if struct.unpack_from("<Q", d, o + 32)[0])
+    grown = len(d) - struct.unpack_from("<Q", d, at + 8)[0] + 1
+    return _patch(d, at + 32, "<QQ", grown, max(grown, struct.unpack_from("<Q", d, at + 40)[0]))
+
+
+def _truncated_in_the_last_load(d: bytes) -> bytes:
+    """Without its section table (so nothing else is past the end), cut
+    inside the file bytes of the last PT_LOAD that has some."""
+    at = [o for o in _loads(d) if struct.unpack_from("<Q", d, o + 32)[0]][-1]
+    offset, _, _, filesz = struct.unpack_from("<QQQQ", d, at + 8)
+    return _patch(d, 40, "<Q", 0)[:58] + b"\0" * 6 + d[64:offset + filesz // 2]
+
+
+@needs("objcopy (binutils)", have("objcopy"))
+@pytest.mark.parametrize("shape", [_phdr_table_past_the_end, _load_past_the_end, _truncated_in_the_last_load])
+@pytest.mark.parametrize("kind", ["library", "debug info"])
+def test_program_headers_past_the_end_are_invalid(build, tmp_path, shape, kind):
+    """What glibc refuses to load ("cannot read file data", a load past the
+    end), from a gcc-built library or the debug-info file objcopy splits from
+    it, which is valid but not loadable: its own program headers lie inside it."""
+    import subprocess
+
+    lib = build.lib("lib/libz.so.1", soname="libz.so.1")
+    path = lib
+    if kind == "debug info":
+        path = tmp_path / "libz.so.1.debug"
+        subprocess.run(["objcopy", "--only-keep-debug", str(lib), str(path)], check=True)
+        assert not read_elf(str(path)).loadable
+    bad = tmp_path / "bad" / "libz.so.1"
+    bad.parent.mkdir()
+    bad.write_bytes(shape(path.read_bytes()))
+    with pytest.raises(InvalidElf, match="past the end of the file"):
+        read_elf(str(bad))
+
+
 def test_dynamic_segment_without_terminator(tmp_path):
     p = tmp_path / "noend.so"
     p.write_bytes(elfgen.build(elfgen.Spec(needed=[b"liba.so"], terminate=False)))

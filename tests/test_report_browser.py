@@ -24,17 +24,22 @@ from reportdata import TORCH_ENV, closure_of, picture, shape_picture, store_path
 pytestmark = needs_browser
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every drawn rectangle with its box, its nearest drawn ancestor and its style.
+# Every drawn rectangle with its box, its nearest drawn ancestor, its
+# label (a group's band, or the name and size in a rectangle) and its style;
+# with `own: true`, a group's slice of its own bytes instead.
 RECTS = """
 const box = document.querySelector(arguments[0] + ' .treemap');
 const inner = box.getBoundingClientRect();
-return Array.from(box.querySelectorAll('[data-path]'), e => {
+return Array.from(box.querySelectorAll(arguments[1] ? '.own' : '[data-path]'), e => {
   const r = e.getBoundingClientRect(), up = e.parentElement.closest('[data-path]');
   const label = Array.from(e.children).find(c => c.classList.contains('label'));
-  return {path: e.dataset.path, added: +e.dataset.addedSize, x: r.left - inner.left - box.clientLeft,
-          y: r.top - inner.top - box.clientTop, w: r.width, h: r.height,
-          parent: up ? up.dataset.path : null, match: e.hasAttribute('data-match'),
-          selected: e.hasAttribute('data-selected'), label: label ? label.firstChild.textContent : null,
+  const small = label && label.querySelector('small');
+  return {path: e.dataset.path, added: +(e.dataset.addedSize || e.dataset.ownSize),
+          x: r.left - inner.left - box.clientLeft, y: r.top - inner.top - box.clientTop, w: r.width, h: r.height,
+          parent: arguments[1] ? e.parentElement.dataset.path : up ? up.dataset.path : null,
+          match: e.hasAttribute('data-match'), selected: e.hasAttribute('data-selected'),
+          label: label ? label.firstChild.textContent : null, shown: small ? small.textContent : null,
+          band: label && label.classList.contains('band') ? label.getBoundingClientRect().height : 0,
           background: getComputedStyle(e).backgroundColor, kind: e.className.split(' ')[0]};
 });
 """
@@ -45,6 +50,41 @@ def _page(tmp_path, pictures, name="report.html", **options):
     out = tmp_path / name
     html.write(str(out), html.render(pictures, "closure-audit report", **options))
     return out
+
+
+def _in_proportion(browser, sizes: dict[str, int], top_size: int) -> tuple[list[dict], int]:
+    """Check the nesting and the areas of the drawn view against `sizes`
+    (added sizes; `top_size` is what the whole box stands for): every
+    rectangle and own slice lies inside its group, below the group's band;
+    a group's band names it with its added size; inside a group, its own
+    slice and its children share the room below the band in proportion to
+    their sizes (own + children = the group's added size), so each
+    rectangle's area is in proportion to the size its label shows. Returns
+    the rectangles and how many were checked by area."""
+    rects = browser.js(RECTS, "#picture-0", False)
+    owns = browser.js(RECTS, "#picture-0", True)
+    W, H = browser.js(SIZE, "#picture-0")
+    by_path = {r["path"]: r for r in rects}
+    whole = {"x": 0, "y": 0, "w": W, "h": H, "band": 0, "added": top_size}
+    checked, eps = 0, 0.05
+    for r in rects + owns:
+        group = by_path[r["parent"]] if r["parent"] else whole
+        if "own" not in r["kind"] and r["path"] is not None:
+            assert r["added"] == sizes[r["path"]]
+        top = group["y"] + group["band"]
+        assert group["x"] - eps <= r["x"] and r["x"] + r["w"] <= group["x"] + group["w"] + eps
+        assert top - eps <= r["y"] and r["y"] + r["h"] <= group["y"] + group["h"] + eps
+        expected = group["w"] * (group["h"] - group["band"]) * r["added"] / group["added"]
+        if expected >= 50:  # a rectangle one can see
+            checked += 1
+            assert r["w"] * r["h"] == pytest.approx(expected, rel=0.01), (r["path"], r["parent"])
+        if r["band"]:
+            assert r["band"] == pytest.approx(14) and r["label"] == f"{name_part(r['path'])} · {format_size(r['added'])}"
+        if r["shown"] is not None:
+            assert r["shown"] == format_size(r["added"])
+    for o in owns:  # the group's own bytes: its NAR size
+        assert o["label"] in (None, "own files")
+    return rects, checked
 
 
 def _errors(browser):
@@ -59,23 +99,21 @@ def shape(tmp_path, browser):
 
 
 def test_every_path_is_one_rectangle_with_area_in_proportion_inside_its_dominator(browser, shape):
-    rects = browser.js(RECTS, "#picture-0")
-    W, H = browser.js(SIZE, "#picture-0")
+    rects, checked = _in_proportion(browser, shape.added, shape.closure_size)
     by_path = {r["path"]: r for r in rects}
     assert len(by_path) == len(rects)  # one element per path
     assert set(by_path) == {x for x, s in shape.added.items() if s > 0}
-    total = shape.closure_size
     for r in rects:
-        assert r["added"] == shape.added[r["path"]]
-        expected = W * H * r["added"] / total
-        if expected >= 50:  # a rectangle one can see
-            assert r["w"] * r["h"] == pytest.approx(expected, rel=0.02), name_part(r["path"])
-        dom = shape.dominators[r["path"]]
-        assert r["parent"] == dom  # drawn inside its immediate dominator's rectangle
-        outer = by_path[dom] if dom else {"x": 0, "y": 0, "w": W, "h": H}
-        eps = 0.05
-        assert outer["x"] - eps <= r["x"] and r["x"] + r["w"] <= outer["x"] + outer["w"] + eps
-        assert outer["y"] - eps <= r["y"] and r["y"] + r["h"] <= outer["y"] + outer["h"] + eps
+        assert r["parent"] == shape.dominators[r["path"]]  # drawn inside its immediate dominator's rectangle
+    assert checked >= 8
+    # torch dominates most of the closure: it is a group, its band above its
+    # own files and the paths it dominates, never a label on its own slice.
+    torch = by_path[store_path("torch-2.9.0-lib")]
+    assert torch["band"] and torch["label"] == f"torch-2.9.0-lib · {format_size(torch['added'])}"
+    owns = {o["parent"]: o for o in browser.js(RECTS, "#picture-0", True)}
+    assert owns[torch["path"]]["added"] == shape.closure.nar_size(torch["path"])
+    groups = {d for d in shape.dominators.values() if d is not None}
+    assert {r["path"] for r in rects if r["band"]} == groups
     assert _errors(browser) == []
 
 
@@ -84,7 +122,7 @@ def test_labels_name_packages_and_colours_mark_forbidden_and_cuda(browser, shape
     labels = [r["label"] for r in rects.values() if r["label"]]
     assert "torch-2.9.0-lib · 854.0 MiB" in labels or "torch-2.9.0-lib" in labels
     for name in ("cuda13.0-libcublas-13.1.0.3-lib", "magma-2.7.2", "glibc-2.40-66", "python3-3.12.10"):
-        assert rects[name]["label"] == name  # big enough to be labelled
+        assert rects[name]["label"].split(" · ")[0] == name  # big enough to be labelled
     for label in labels:
         assert not re.search(rf"[0-9a-z]{{{HASH_LEN}}}", label)  # never a hash
     kinds = {n: r["kind"] for n, r in rects.items()}
@@ -158,16 +196,12 @@ def test_zoom_into_a_path_and_back_with_the_breadcrumbs(browser, shape):
     torch = store_path("torch-2.9.0-lib")
     browser.driver.find_element(By.CSS_SELECTOR, f'.largest [data-goto="{torch}"]').click()
     browser.driver.find_element(By.CSS_SELECTOR, "#details button.zoom").click()
-    rects = browser.js(RECTS, "#picture-0")
+    rects, _ = _in_proportion(browser, shape.added, shape.added[torch])  # against the zoomed path's size now
     W, H = browser.js(SIZE, "#picture-0")
     inside = {p for p, d in shape.dominators.items() if _under(shape.dominators, p, torch)}
     assert {r["path"] for r in rects} == inside | {torch}
     [top] = [r for r in rects if r["path"] == torch]
     assert (top["x"], top["y"], top["w"], top["h"]) == pytest.approx((0, 0, W, H), abs=0.05)
-    for r in rects:  # areas against the zoomed path's added size now
-        expected = W * H * r["added"] / shape.added[torch]
-        if expected >= 50:
-            assert r["w"] * r["h"] == pytest.approx(expected, rel=0.02)
     crumbs = browser.driver.find_element(By.CSS_SELECTOR, "#picture-0 .crumbs")
     assert crumbs.text == "whole closure › app-1.0 › torch-2.9.0-lib"
 
@@ -242,17 +276,19 @@ def test_a_gate_page_holds_one_picture_per_target_with_its_verdict(tmp_path, bro
 def test_a_view_draws_only_its_largest_rectangles_and_zoom_shows_the_rest(tmp_path, browser):
     p = picture(synthetic_closure(600, seed=5))
     browser.open(_page(tmp_path, [p], max_drawn=80))
-    rects = browser.js(RECTS, "#picture-0")
+    rects, _ = _in_proportion(browser, p.added, p.closure_size)
     W, H = browser.js(SIZE, "#picture-0")
     assert len(rects) == 80
     status = browser.driver.find_element(By.CSS_SELECTOR, "#picture-0 .treemap-status").text
     assert status.startswith("showing the 80 largest of 600 paths")
     smallest = min(r["w"] * r["h"] for r in rects)
-    drawn = {r["path"] for r in rects}
+    by_path = {r["path"]: r for r in rects}
+    drawn = set(by_path)
     # nothing left out is larger than what was drawn, at least where its parent was drawn
     for x, dom in p.dominators.items():
         if x not in drawn and (dom is None or dom in drawn):
-            assert W * H * p.added[x] / p.closure_size <= smallest * 1.001
+            g = by_path[dom] if dom else {"w": W, "h": H, "band": 0, "added": p.closure_size}
+            assert g["w"] * (g["h"] - g["band"]) * p.added[x] / g["added"] <= smallest * 1.001
     # zooming into a drawn parent draws children that were left out
     hidden = [x for x, dom in p.dominators.items() if dom in drawn and x not in drawn]
     parent = max(drawn - set(p.closure.roots), key=lambda d: sum(p.dominators[x] == d for x in hidden))
@@ -269,17 +305,11 @@ def test_10000_paths_draw_every_rectangle_in_proportion(tmp_path, browser):
     page = _page(tmp_path, [p])
     assert page.stat().st_size < 8 * 10**6
     browser.open(page)
-    rects = browser.js(RECTS, "#picture-0")
-    W, H = browser.js(SIZE, "#picture-0")
+    rects, checked = _in_proportion(browser, p.added, p.closure_size)
     assert len(rects) == sum(1 for s in p.added.values() if s > 0) == 10_000
-    seen = 0
     for r in rects:
-        expected = W * H * r["added"] / p.closure_size
-        if expected >= 50:
-            seen += 1
-            assert r["w"] * r["h"] == pytest.approx(expected, rel=0.02), name_part(r["path"])
         assert r["parent"] == p.dominators[r["path"]]
-    assert seen > 1000
+    assert checked > 1000
     box = browser.driver.find_element(By.CSS_SELECTOR, "input[type=search]")
     box.send_keys("cudnn")
     assert browser.js("return document.querySelectorAll('[data-match]').length") == 1
@@ -312,4 +342,31 @@ def test_the_screenshot_in_the_docs_is_made_here(tmp_path, browser):
     committed = DOC_SHOT.read_bytes()
     assert _png_size(committed) == _png_size(shot) == (1200, 760)
     assert len(committed) < 150_000
+    assert _errors(browser) == []
+
+
+def test_a_resized_window_lays_the_treemap_out_again_and_narrow_puts_the_details_below(browser, shape):
+    def fills():
+        rects = browser.js(RECTS, "#picture-0")
+        W, H = browser.js(SIZE, "#picture-0")
+        right = max(r["x"] + r["w"] for r in rects if r["parent"] is None)
+        bottom = max(r["y"] + r["h"] for r in rects if r["parent"] is None)
+        return (right, bottom) == pytest.approx((W, H), abs=0.05)
+
+    try:
+        for width, height in ((1400, 1000), (1000, 600), (1300, 1100), (800, 900)):
+            browser.driver.set_window_size(width, height)
+            browser.js("return new Promise(r => setTimeout(r, 400))")
+            assert fills(), (width, height)  # no empty band left under or beside it
+        # The box changing size with the window as it is (a scroll bar, the page's layout).
+        browser.js("document.querySelector('#picture-0 .treemap').style.cssText = 'height: 420px; margin-right: 90px'")
+        browser.js("return new Promise(r => setTimeout(r, 400))")
+        assert fills()
+        below = browser.js("""
+          const t = document.querySelector('#picture-0 .treemap').getBoundingClientRect();
+          const d = document.getElementById('details').getBoundingClientRect();
+          return [d.top >= t.bottom, d.width >= t.width * 0.9];""")
+        assert below == [True, True]  # under 900 px the details panel goes under the treemap
+    finally:
+        browser.driver.set_window_size(1400, 1000)
     assert _errors(browser) == []

@@ -159,3 +159,20 @@ max-closure-size = "1 GiB"
     browser.open(out)
     [verdict] = browser.js(PAGE)["verdicts"]
     assert verdict.startswith("gate: failed") and "magma-2.7.2 is in the closure" in verdict
+
+
+def test_report_budgets_take_a_baseline_and_say_the_verdict(store, tmp_path):
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text('[targets.torch]\nmax-growth = "0 B"\nallow = ["*"]\n')
+    out = tmp_path / "report.html"
+    p = run_cli("report", store["torch"], "--budgets", str(budgets), "-o", str(out))
+    assert p.returncode == 2 and "needs a baseline" in p.stderr and "--baseline" in p.stderr
+    # The option the message names exists: the same closure as baseline passes, a smaller one fails.
+    p = run_cli("report", store["torch"], "--budgets", str(budgets), "--baseline", store["torch"], "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().endswith("0 forbidden; budget torch: passed"), p.stdout
+    p = run_cli("report", store["torch"], "--budgets", str(budgets), "--baseline", store["d"], "-o", str(out))
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.strip().endswith("budget torch: failed (1 error)"), p.stdout
+    p = run_cli("report", store["torch"], "--baseline", store["d"], "-o", str(out))
+    assert p.returncode == 2 and "--baseline needs --budgets FILE" in p.stderr

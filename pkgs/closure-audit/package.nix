@@ -37,7 +37,8 @@ python3Packages.buildPythonApplication {
     orjson
     rich
     cryptography # narinfo signatures (--store)
-    zstandard # zstd-compressed NARs (--store)
+    zstandard # zstd-compressed NARs (--store) and fatbin payloads
+    lz4 # fatbin payloads compressed with NVIDIA's LZ (the LZ4 block format)
   ];
 
   makeWrapperArgs = [

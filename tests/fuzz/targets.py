@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from closure_audit.closure.budgets import load_budgets  # noqa: E402
 from closure_audit.closure.graph import load_dump  # noqa: E402
 from closure_audit.elf import fatbin  # noqa: E402
-from closure_audit.elf.reader import InvalidElf, parse_elf, parse_sections  # noqa: E402
+from closure_audit.elf.reader import InvalidElf, cubin_kernels, parse_elf, parse_sections  # noqa: E402
 from closure_audit.elf.strings import NOTE_OWNER, NOTE_TYPE, notes_in  # noqa: E402
 from closure_audit.elf.walk import Walker  # noqa: E402
 from closure_audit.elf.wheel import WheelFiles  # noqa: E402
@@ -60,6 +60,10 @@ def elf(data: bytes) -> None:
         parse_sections(data, len(data))
     except InvalidElf:
         pass
+    try:
+        cubin_kernels(data, len(data))
+    except InvalidElf:
+        pass
 
 
 def dlopen_note(data: bytes) -> None:
@@ -81,6 +85,8 @@ def fat_binary(data: bytes) -> None:
             pass
         found = fatbin.FileCode()
         fatbin._read_section(reader, 0, len(data), ".nv_fatbin", found)
+        for e in found.entries:  # payloads: decompressed, then a cubin's or PTX's kernels
+            fatbin.kernels(fd, e)
         hits = [i for i in range(len(data)) if data.startswith(fatbin.MAGIC_BYTES, i)]
         fatbin._read_hits(reader, len(data), hits, [], [], fatbin.FileCode())
 
@@ -155,11 +161,14 @@ def _elf_seeds() -> list[bytes]:
 
 
 def container(entries: list[tuple[int, int, int, bytes]]) -> bytes:
-    """A fatbin container: (kind, arch, flags, payload) per entry."""
+    """A fatbin container: (kind, arch, flags, payload) per entry; a
+    compressed payload is given as (compressed bytes, uncompressed size)."""
     body = b""
     for kind, arch, flags, payload in entries:
-        body += struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, 64, len(payload), 0, 0, 0, 0, arch, 0, 0, flags, 0, 0)
-        body += payload
+        packed, size = payload if isinstance(payload, tuple) else (payload, 0)
+        body += struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, 64, len(packed), len(packed) if size else 0, 0, 0, 0,
+                            arch, 0, 0, flags, 0, size)
+        body += packed
     return struct.pack("<IHHQ", fatbin.MAGIC, 1, 16, len(body)) + body
 
 
@@ -182,7 +191,16 @@ def _note_seeds() -> list[bytes]:
 def _fatbin_seeds() -> list[bytes]:
     a = container([(2, 90, 0, bytes(32)), (1, 90, 0, b".version 8.0\0" + bytes(3))])
     b = container([(8, 100, fatbin.FLAG_F, bytes(16))])
-    return [a, a + bytes(8) + b, b + a[:40]]
+    import lz4.block
+    import zstandard
+
+    ptx = b".version 9.0\n.target sm_80\n.visible .entry k(\n.param .u64 x\n)\n{\nret;\n}\n"
+    cubin = _elf_seeds()[0]  # an ELF image where a cubin goes: its symbol table read as a cubin's
+    c = container([(1, 80, fatbin.FLAG_ZSTD, (zstandard.ZstdCompressor().compress(ptx), len(ptx))),
+                   (1, 80, fatbin.FLAG_LZ, (lz4.block.compress(ptx, store_size=False), len(ptx))),
+                   (2, 80, fatbin.FLAG_LZ, (lz4.block.compress(cubin, store_size=False), len(cubin))),
+                   (2, 80, 0, cubin)])
+    return [a, a + bytes(8) + b, b + a[:40], c]
 
 
 def _path_info_seeds() -> list[bytes]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from .storepath import parse_name
+from .storepath import package_key, parse_name
 
 # The entries of NVIDIA's CUDA and cuDNN manifests (pkgs/cuda/manifests; a
 # test keeps the two in step), and the other NVIDIA libraries nixpkgs'
@@ -30,13 +30,12 @@ REDIST_NAMES = frozenset({
     "cudatoolkit", "cuda-merged", "nccl", "cutensor", "libcutensor", "cusparselt", "libcusparse_lt",
     "tensorrt", "libnvshmem", "nvshmem",
 })
-_RELEASE_PREFIX = re.compile(r"^cuda\d+(?:\.\d+)?-")
 
 
 def is_cuda_redist(store_name: str) -> bool:
     """`store_name` is the part of a store path after the hash."""
-    pname = _RELEASE_PREFIX.sub("", parse_name(store_name)[0])
-    return pname in REDIST_NAMES
+    family, pname = package_key(parse_name(store_name)[0])
+    return family in ("", "cuda") and pname in REDIST_NAMES
 
 
 # What ships each CUDA library: (file name patterns, the redistributable, the

@@ -10,6 +10,8 @@ HASH_CHARS = "0123456789abcdfghijklmnpqrsvwxyz"  # Nix's base-32 alphabet
 HASH_LEN = 32
 _BASENAME = re.compile(rf"^[{HASH_CHARS}]{{{HASH_LEN}}}-.+$")
 _VERSION_START = re.compile(r"-(?=\d)")
+# Release prefixes of package names: cuda12.9-, cuda13-, python3.12-, python3-, pypy3.10-.
+_RELEASE_PREFIX = re.compile(r"^((cuda|python|pypy)\d+(?:\.\d+)?)-(?=[^\d])")
 
 # Output names nixpkgs uses for multiple-output derivations; a store name
 # ending in -<one of these> is that output of its package.
@@ -58,3 +60,19 @@ def parse_name(name: str) -> tuple[str, str, str]:
     if m is None:
         return name, "", output
     return name[:m.start()], name[m.end():], output
+
+
+def split_release(pname: str) -> tuple[str, str]:
+    """(release prefix, the rest) of a package name: ('python3.12', 'numpy').
+    A package built for one CUDA or Python release carries the release as a
+    prefix; the rest is the package's own name."""
+    m = _RELEASE_PREFIX.match(pname)
+    return (m.group(1), pname[m.end():]) if m else ("", pname)
+
+
+def package_key(pname: str) -> tuple[str, str]:
+    """What identifies a package across releases: (the prefix's family, the
+    rest). `python3.12-numpy` and `python3.13-numpy` are one package; the
+    C++ `protobuf` and the Python `python3.12-protobuf` are two."""
+    m = _RELEASE_PREFIX.match(pname)
+    return (m.group(2), pname[m.end():]) if m else ("", pname)

@@ -29,6 +29,19 @@ def parse_size(value) -> int:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+def format_apart(a: int, b: int) -> tuple[str, str]:
+    """Two sizes as format_size writes them, or as exact byte counts where
+    rounding would make different sizes read the same ("3.0 MiB, over 3.0 MiB")."""
+    fa, fb = format_size(a), format_size(b)
+    return (f"{a:,} bytes", f"{b:,} bytes") if fa == fb and a != b else (fa, fb)
+
+
+def format_growth(old: int, new: int) -> str:
+    """A change of size, signed, with its percentage of the old size when there is one: +1.2 MiB (+3.4%)."""
+    delta = format_size(new - old, signed=True)
+    return f"{delta} ({(new - old) * 100 / old:+.1f}%)" if old else delta
+
+
 def format_size(n: int, signed: bool = False) -> str:
     sign = ("+" if n > 0 else "-" if n < 0 else "±") if signed else ("-" if n < 0 else "")
     n = abs(n)

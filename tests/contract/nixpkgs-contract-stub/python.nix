@@ -40,6 +40,7 @@ in
   rich = tool "rich";
   cryptography = tool "cryptography";
   zstandard = tool "zstandard";
+  lz4 = tool "lz4";
   pytestCheckHook = tool "pytestCheckHook";
   hypothesis = tool "hypothesis";
   jsonschema = tool "jsonschema";

@@ -6,22 +6,20 @@ store paths (`pname-version-output`), so `torch-2.8.0-lib` and
 one CUDA or Python release carries that release as a name prefix
 (`cuda12.9-cuda_cudart`, `python3.12-numpy`): the prefix is part of what
 changed, not of what the package is, so `cuda12.9-cuda_cudart-12.9.79` and
-`cuda13.0-cuda_cudart-13.0.96` are one package, changed.
+`cuda13.0-cuda_cudart-13.0.96` are one package, changed. Only the prefix's
+release may change: a prefixed name and an unprefixed one are never the same
+package (`python3.12-protobuf` is not `protobuf`).
 """
 
 from __future__ import annotations
 
 import gc
-import re
 from dataclasses import dataclass, field
 
 from .graph import Closure
-from ..storepath import name_part, parse_name
+from ..storepath import name_part, package_key, parse_name, split_release
 
 ADDED, REMOVED, CHANGED, REBUILT = "added", "removed", "changed", "rebuilt"
-
-# Release prefixes of package names: cuda12.9-, cuda13-, python3.12-, python3-, pypy3.10-.
-_RELEASE_PREFIX = re.compile(r"^((?:cuda|python|pypy)\d+(?:\.\d+)?)-(?=[^\d])")
 
 
 @dataclass
@@ -47,24 +45,18 @@ class PackageDiff:
                 "old_paths": self.old_paths, "new_paths": self.new_paths}
 
 
-def split_release(pname: str) -> tuple[str, str]:
-    """(release prefix, the rest) of a package name: ('python3.12', 'numpy')."""
-    m = _RELEASE_PREFIX.match(pname)
-    return (m.group(1), pname[m.end():]) if m else ("", pname)
-
-
 # A path as diff sees it: (path, pname, version, release prefix, NAR size).
 _Entry = tuple[str, str, str, str, int]
 
 
-def _group(closure: Closure) -> dict[tuple[str, str], list[_Entry]]:
-    """(package name without release, output) -> its paths, in name order;
-    each name is parsed once."""
-    groups: dict[tuple[str, str], list[_Entry]] = {}
+def _group(closure: Closure) -> dict[tuple[str, str, str], list[_Entry]]:
+    """(release family, package name without release, output) -> its paths,
+    in name order; each name is parsed once."""
+    groups: dict[tuple[str, str, str], list[_Entry]] = {}
     for path, nar in zip(closure.graph.paths, closure.graph.nar.tolist()):
         pname, version, output = parse_name(name_part(path))
-        release, rest = split_release(pname)
-        groups.setdefault((rest, output), []).append((path, pname, version, release, nar))
+        release = split_release(pname)[0]
+        groups.setdefault((*package_key(pname), output), []).append((path, pname, version, release, nar))
     return groups
 
 
@@ -97,6 +89,6 @@ def _diff(old: Closure, new: Closure) -> list[PackageDiff]:
         va, vb = _versions(ea, with_release), _versions(eb, with_release)
         status = ADDED if not pa else REMOVED if not pb else CHANGED if va != vb else REBUILT
         name = (eb or ea)[-1][1]
-        out.append(PackageDiff(name, key[1], status, va, vb, sum(e[4] for e in ea), sum(e[4] for e in eb), pa, pb))
+        out.append(PackageDiff(name, key[2], status, va, vb, sum(e[4] for e in ea), sum(e[4] for e in eb), pa, pb))
     out.sort(key=lambda d: (-abs(d.delta), d.name, d.output))
     return out

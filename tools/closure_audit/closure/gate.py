@@ -21,7 +21,7 @@ from ..errors import BudgetError, ClosureError
 from ..findings.collector import Findings
 from ..findings.policy import Policy
 from ..storepath import name_part, store_dir
-from ..units import format_size
+from ..units import format_apart, format_size
 from .budgets import Budget
 from .evidence import scanner_for
 from .graph import Closure, load_closure, load_dump
@@ -132,22 +132,24 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
         r = Result(b, closure, total, s.baseline_size, added=added, dominators=tree)
         root = closure.roots[0]
         if b.max_closure_size is not None and total > b.max_closure_size:
-            findings.add("closure-budget", root, f"{b.name}: closure is {format_size(total)}, over its budget of "
-                         f"{format_size(b.max_closure_size)}", target=b.name, closure_size=total,
-                         limit=b.max_closure_size)
+            size, limit = format_apart(total, b.max_closure_size)
+            findings.add("closure-budget", root, f"{b.name}: closure is {size}, over its budget of {limit}",
+                         target=b.name, closure_size=total, limit=b.max_closure_size)
         if b.max_growth is not None and s.baseline_size is not None:
             limit = b.max_growth.limit(s.baseline_size)
             if total - s.baseline_size > limit:
-                findings.add("closure-growth", root, f"{b.name}: closure grew by "
-                             f"{format_size(total - s.baseline_size)} to {format_size(total)}, more than the "
-                             f"{b.max_growth.describe()} allowed", target=b.name, closure_size=total,
+                grew, allowed = format_apart(total - s.baseline_size, limit)
+                if b.max_growth.percent is not None:
+                    allowed = f"{b.max_growth.describe()} ({allowed})"
+                findings.add("closure-growth", root, f"{b.name}: closure grew by {grew} to {format_size(total)}, "
+                             f"more than the {allowed} allowed", target=b.name, closure_size=total,
                              baseline_size=s.baseline_size, limit=limit)
         r.largest_added = _largest_added(tree, 10)
         if b.max_added_size is not None:
             for p, n in _largest_added(tree, None, over=b.max_added_size):
-                findings.add("added-size-budget", p, f"{name_part(p)} adds {format_size(n)} to {b.name}, over "
-                             f"the {format_size(b.max_added_size)} allowed for one path", target=b.name,
-                             added_size=n, limit=b.max_added_size)
+                size, limit = format_apart(n, b.max_added_size)
+                findings.add("added-size-budget", p, f"{name_part(p)} adds {size} to {b.name}, over the {limit} "
+                             "allowed for one path", target=b.name, added_size=n, limit=b.max_added_size)
         r.explanations = forbidden_paths(closure, b.policy(policy), findings, added=added, all_chains=all_chains,
                                          scanner=scanner_for(closure, progress), target=b.name)
         results.append(r)

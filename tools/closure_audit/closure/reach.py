@@ -193,16 +193,20 @@ def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarr
     """For each of the first `columns` bit columns of `bits`, the sum of the
     weights of the rows where that bit is set: per byte column, the weight
     of each of its 256 values (one bincount over the rows that have any bit
-    set), then each bit's share of those."""
+    set), then each bit's share of those. The rows are turned word by word
+    (eight times fewer elements than byte by byte, and far quicker); each
+    byte is then read in place, eight bytes apart."""
     rows = np.flatnonzero(bits.any(axis=1))
-    by_column = np.ascontiguousarray(bits[rows].astype("<u8", copy=False).view(np.uint8).T)  # byte b: bits 8b..8b+7
+    words = np.ascontiguousarray(bits[rows].T)  # word k of every row: bits 64k..64k+63
     weights = weights[rows]
     exact_in_float = int(weights.sum()) < 1 << 53  # float64 sums of integers below 2**53 are exact
-    per_value = np.zeros((len(by_column), 256), dtype=np.int64)
-    for b, values in enumerate(by_column):
-        if exact_in_float:
-            per_value[b] = np.bincount(values, weights=weights, minlength=256).round()
-        else:
-            np.add.at(per_value[b], values, weights)
+    per_value = np.zeros((8 * len(words), 256), dtype=np.int64)
+    for k, word in enumerate(words):
+        octets = word.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8)  # byte b: bits 8b..8b+7
+        for b in range(8):
+            if exact_in_float:
+                per_value[8 * k + b] = np.bincount(octets[:, b], weights=weights, minlength=256).round()
+            else:
+                np.add.at(per_value[8 * k + b], octets[:, b], weights)
     has_bit = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1  # value, bit -> 0/1
     return (per_value @ has_bit).ravel()[:columns]  # byte column b, bit i -> bit column 8b + i

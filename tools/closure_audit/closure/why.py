@@ -19,7 +19,7 @@ from .sizes import added_sizes
 from .evidence import Evidence, Scanner, scanner_for
 from ..findings.collector import Findings
 from ..findings.policy import Policy
-from ..storepath import hash_part, name_part
+from ..storepath import hash_part, name_part, split_release
 from ..units import format_size
 
 EVIDENCE_LIMIT = 20  # hits kept per hop; the total is always counted
@@ -53,17 +53,30 @@ class Explanation:
     def kinds(self) -> list[str]:
         return sorted({h.kind for hop in self.hops for h in hop.evidence.hits})
 
+    def shrink_rpath(self) -> list[str]:
+        """The files to `patchelf --shrink-rpath` when every hop of the chain
+        is only unused runpath entries (dropping them drops the path), else []."""
+        if not self.hops or self.kinds != ["runpath-unused"] or not all(h.evidence.hits for h in self.hops):
+            return []
+        return sorted({f"{hop.referrer}/{h.file}" for hop in self.hops for h in hop.evidence.hits})
+
 
 def matcher(pattern: str, closure: Closure):
     """A predicate on store paths for a `why` pattern: a store path, a hash
     part, a shell pattern on the store name, or a bare word meaning names that
-    start with it (`cudatoolkit` matches cudatoolkit-12.4.1)."""
+    start with it (`cudatoolkit` matches cudatoolkit-12.4.1). Names are also
+    tried without their release prefix, so `cuda_nvcc` matches
+    cuda12.9-cuda_nvcc-12.9.86 and `numpy*` python3.12-numpy-2.1.0."""
     if pattern.startswith("/"):
         return lambda p: p == pattern
     if len(pattern) == 32 and pattern.isalnum():
         return lambda p: hash_part(p) == pattern
     glob = pattern if any(c in pattern for c in "*?[") else pattern + "*"
-    return lambda p: fnmatch.fnmatchcase(name_part(p), glob)
+
+    def test(path: str) -> bool:
+        name = name_part(path)
+        return fnmatch.fnmatchcase(name, glob) or fnmatch.fnmatchcase(split_release(name)[1], glob)
+    return test
 
 
 def shortest_chains(closure: Closure, targets: set[str]) -> dict[str, list[str]]:

@@ -29,6 +29,9 @@ def add_arguments(p) -> None:
     p.add_argument("--deep", action="store_true",
                    help="also search the rest of every file for containers (without it: fatbin sections, and "
                         ".ldata, .lrodata, .rodata, .cask_resource of libraries with device code); reads whole files")
+    p.add_argument("--kernels", action="store_true",
+                   help="count the kernels of every code object (reads and decompresses every payload; without "
+                        "it, only those the judgement needs are read)")
     p.add_argument("--closure", action="store_true", help="scan every path of the targets' Nix closures")
     options.add_build(p, "with --closure: build installables that are not built yet")
     options.add_json(p)
@@ -56,7 +59,7 @@ def gpu_request(args, policy):
     return request
 
 
-def archs(targets: list[str], policy, request, deep: bool, progress=None):
+def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):
     """Read every ELF file's GPU code, group it, judge it."""
     from ..elf.fatbin import read_files
     from ..elf.walk import walk_targets
@@ -74,6 +77,9 @@ def archs(targets: list[str], policy, request, deep: bool, progress=None):
         if code.entries or code.problems:
             f = FileArchs(path, code.containers, group(code.entries), code.problems)
             judge.file(f)
+            if kernels:
+                for g in f.groups:
+                    f.kernels.of_group(g)
             report.files.append(f)
     report.findings = findings.sorted()
     return report
@@ -91,7 +97,7 @@ def run(args) -> int:
     elif args.build:
         raise UsageError("--build needs --closure")
     with progress() as shown:
-        report = archs(targets, policy, request, args.deep, shown)
+        report = archs(targets, policy, request, args.deep, shown, args.kernels)
     if roots is not None:
         report.targets = roots
     if args.json:

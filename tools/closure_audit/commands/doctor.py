@@ -90,6 +90,7 @@ def target_facts(targets: list[str], policy, host, shown=None):
     doctor judges."""
     from ..elf.fatbin import read_files
     from ..findings.doctor import DriverUse, TargetFacts
+    from ..findings.gpu import Kernels, group
     from ..gpu import release
     from ..gpu.driver import library_version_from_name
     from ..host.probe import find_library
@@ -162,7 +163,7 @@ def target_facts(targets: list[str], policy, host, shown=None):
     for name, found in sorted(runtime_found.items()):
         if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
             missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
-    code = {p: sorted({e.code for e in fc.entries}) for p, fc in read_files(sorted(objects), deep=False).items()}
+    code = {p: Kernels(p, group(fc.entries)) for p, fc in read_files(sorted(objects), deep=False).items()}
     return TargetFacts(report.targets, report.mode, use, needs, missing, compat, code, torch)
 
 

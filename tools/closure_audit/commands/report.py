@@ -19,6 +19,8 @@ def add_arguments(p) -> None:
     p.add_argument("--budgets", metavar="FILE",
                    help="also judge the closure against a budget of this file (docs/gate.md) and show the verdict")
     p.add_argument("--budget", metavar="NAME", help="which target's budget (needed when the file has several)")
+    p.add_argument("--baseline", metavar="WHAT", help="the budget's baseline, for its max-growth: a saved JSON "
+                   "report, a path-info dump or a store path (replaces the budgets file's)")
     options.add_build(p)
     options.add_store(p, evidence_option=True)
 
@@ -46,10 +48,13 @@ def run(args) -> int:
     from ..storepath import name_part
 
     html.check_writable(args.output)  # before the work, not after it
-    if args.budget is not None and args.budgets is None:
-        raise UsageError("--budget needs --budgets FILE")
+    for given, option in ((args.budget, "--budget"), (args.baseline, "--baseline")):
+        if given is not None and args.budgets is None:
+            raise UsageError(f"{option} needs --budgets FILE")
     policy = options.load_policy(args)
     budget = _budget(args.budgets, args.budget) if args.budgets is not None else None
+    if args.baseline is not None:
+        budget.baseline = args.baseline
     store = options.open_store(args, evidence=args.evidence)
     closure = options.read_closure(args.targets or None, args.path_info, args.build, store)
     findings = Findings(policy, "nix-store")
@@ -69,6 +74,11 @@ def run(args) -> int:
         pictures = [html.Picture(name, closure, roots_closure_size(closure), added, tree, found)]
     html.write(args.output, html.render(pictures, f"closure-audit report: {pictures[0].name}"))
     forbidden = sum(f.rule == "forbidden-path" for f in found)
+    verdict = ""
+    if budget is not None:
+        errors = sum(f.severity == "error" for f in found)
+        verdict = (f"; budget {printable(budget.name)}: " +
+                   ("passed" if pictures[0].verdict else f"failed ({errors} error{'s' * (errors != 1)})"))
     print(f"closure-audit report: wrote {printable(args.output)}: {len(pictures[0].added):,} paths, "
-          f"{forbidden} forbidden")
+          f"{forbidden} forbidden{verdict}")
     return 1 if any(f.severity == "error" for f in found) else 0

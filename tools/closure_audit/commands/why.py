@@ -64,7 +64,7 @@ def _explain(closure, policy, patterns, findings, added, scanner, all_chains):
     for path in closure.graph:
         for pattern, test in tests:
             if test(path):
-                hit = policy.forbids(name_part(path))
-                matches[path] = (pattern, hit[1] if hit else None)
+                # A forbidden path is labelled with the policy's pattern, the query's otherwise.
+                matches[path] = policy.forbids(name_part(path)) or (pattern, None)
                 break
     return explain(closure, matches, all_chains, scanner)

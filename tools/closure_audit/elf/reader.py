@@ -33,6 +33,9 @@ PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_PHDR = 1, 2, 3, 6
 SHT_STRTAB, SHT_DYNAMIC, SHT_NOBITS = 3, 6, 8
 SHF_ALLOC = 0x2
 SHT_NOTE = 7
+SHT_SYMTAB = 2
+STT_FUNC = 2
+STO_CUDA_ENTRY = 0x10  # st_other of a cubin's kernels; device functions and their clones lack it
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 14, 15, 29, 0x6FFFFFFB
 PN_XNUM = 0xFFFF
@@ -58,10 +61,11 @@ _EHDR = {1: "HHIIIIIHHHHHH", 2: "HHIQQQIHHHHHH"}
 _PHDR = {1: "IIIIIIII", 2: "IIQQQQQQ"}
 _DYN = {1: "iI", 2: "qQ"}
 _SHDR = {1: "IIIIIIIIII", 2: "IIQQQQIIQQ"}
+_SYM = {1: "IIIBBH", 2: "IBBHQQ"}
 _STRUCTS = {
     (order, cls): {
         key: struct.Struct(order + table[cls])
-        for key, table in (("ehdr", _EHDR), ("phdr", _PHDR), ("dyn", _DYN), ("shdr", _SHDR))
+        for key, table in (("ehdr", _EHDR), ("phdr", _PHDR), ("dyn", _DYN), ("shdr", _SHDR), ("sym", _SYM))
     }
     for order in "<>"
     for cls in (1, 2)
@@ -182,6 +186,14 @@ def parse_sections(data, size: int) -> list[Section]:
     return p.sections()
 
 
+def cubin_kernels(data, size: int) -> list[str]:
+    """The kernels of a cubin (an EM_CUDA ELF image): its STT_FUNC symbols
+    marked as entry points, defined in a `.text.*` section."""
+    p = _Parser(data, size)
+    p.header(cubin=True)
+    return p.kernels()
+
+
 class _Parser:
     def __init__(self, data, size: int):
         self.data = data
@@ -198,7 +210,7 @@ class _Parser:
 
     # -- ELF header ------------------------------------------------------------
 
-    def header(self) -> None:
+    def header(self, cubin: bool = False) -> None:
         ident = self._bytes(0, 16, "ELF identification")
         if ident[:4] != ELF_MAGIC:
             raise InvalidElf("no ELF magic")
@@ -216,7 +228,7 @@ class _Parser:
         (self.e_type, self.e_machine, e_version, _entry, phoff, shoff, _flags, e_ehsize,
          phentsize, phnum, shentsize, shnum, shstrndx) = st["ehdr"].unpack(
             self._bytes(16, ehsize - 16, "ELF header"))
-        if e_version != 1:
+        if e_version != 1 and not cubin:  # cubins of older ABIs keep the CUDA version there
             raise InvalidElf(f"e_version is {e_version}, not 1")
         if e_ehsize != ehsize:
             raise InvalidElf(f"ELF header size e_ehsize is {e_ehsize}, not {ehsize}")
@@ -398,6 +410,35 @@ class _Parser:
             out.append(Section(name, sh_type, sh_flags, sh_offset, 0 if sh_type == SHT_NOBITS else sh_size))
         return out
 
+    def kernels(self) -> list[str]:
+        # A cubin's sections may overlap (ptxas lays some over others), so
+        # each table is bounds-checked here instead of by section_table().
+        if not self.shoff:
+            return []
+        st, sym = self.st["shdr"], self.st["sym"]
+        raw = list(st.iter_unpack(self._bytes(self.shoff, self.shnum * st.size, "section headers")))
+
+        def table(i: int, what: str) -> tuple:
+            if not 0 < i < len(raw):
+                raise InvalidElf(f"{what}: section {i} is not in the section table")
+            return raw[i]
+
+        names = table(self.shstrndx, "section names")
+        out = []
+        for _n, sh_type, _f, _a, offset, size, link, *_ in raw:
+            if sh_type != SHT_SYMTAB:
+                continue
+            strings = table(link, "symbol names")
+            for f in sym.iter_unpack(self._bytes(offset, size - size % sym.size, "symbol table")):
+                # Elf32_Sym: name, value, size, info, other, shndx; Elf64_Sym: name, info, other, shndx, ...
+                name, info, other, shndx = (f[0], f[3], f[4], f[5]) if self.cls == 1 else f[:4]
+                if info & 0xF != STT_FUNC or not other & STO_CUDA_ENTRY:
+                    continue
+                where = names[4] + table(shndx, "a kernel's section")[0]
+                if self._cstring(where, names[4] + names[5], "section name").startswith(".text."):
+                    out.append(self._cstring(strings[4] + name, strings[4] + strings[5], "symbol name"))
+        return out
+
     def _debug_info(self) -> bool:
         """A separate debug-info file (objcopy --only-keep-debug): every
         allocated section but notes is SHT_NOBITS, as its table says."""
@@ -414,8 +455,13 @@ class _Parser:
 
     def parse(self) -> ElfFile:
         self.header()
+        # The program headers themselves are checked first, for every file: a
+        # table or a PT_LOAD file range past the end is what glibc refuses
+        # ("cannot read file data", a load past the end), and objcopy's
+        # debug-info files keep both inside the file.
+        segments = self.segments()
         try:
-            return self._loadable()
+            return self._loadable(segments)
         except InvalidElf:
             # A debug-info file keeps the program headers of the file it was
             # split from, not their bytes: it is valid, but nothing loads it.
@@ -425,8 +471,7 @@ class _Parser:
                 return self._debug_file()
             raise
 
-    def _loadable(self) -> ElfFile:
-        segments = self.segments()
+    def _loadable(self, segments) -> ElfFile:
         interp = None
         dynamic = None
         for p_type, offset, vaddr, filesz, _memsz, _align in segments:

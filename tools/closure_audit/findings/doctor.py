@@ -15,11 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..cuda_redist import wheel_for
-from ..gpu.code import Code, capability_table, runs_on
+from ..gpu.code import capability_table, runs_on
 from ..gpu.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
 from ..gpu.release import Need, highest
 from ..host.probe import NIXOS_DRIVER_DIR, Host
 from .collector import Findings
+from .gpu import Kernels, verdict
 
 OK, WARNING, ERROR, INFO = "ok", "warning", "error", "info"
 
@@ -71,7 +72,7 @@ class TargetFacts:
     needs: list[Need]  # every piece of evidence of the CUDA release the target needs
     runtime_missing: dict[str, str]  # libcudart.so.N needed but found nowhere -> an object that needs it
     compat: tuple[str, str | None] | None  # cuda_compat's libcuda in the target: (path, version)
-    gpu_code: dict[str, list[Code]]  # file -> the GPU code it holds
+    gpu_code: dict[str, Kernels]  # file -> the GPU code it holds, with its kernels read on demand
     torch: str | None = None  # the version of the torch wheel in a tree
 
     @property
@@ -370,15 +371,15 @@ class DoctorJudge:
     def gpu_code(self, target: TargetFacts, devices: list[tuple[str, tuple[int, int]]]) -> None:
         if not devices:
             return
-        files = {f: codes for f, codes in target.gpu_code.items() if codes}
+        files = {f: k.codes() for f, k in target.gpu_code.items() if k.groups}
         if not files:
             self.line("gpu-code", "the target holds no GPU code")
             return
         for label, device in devices:
             cap = f"{device[0]}.{device[1]}"
-            none = sorted(f for f, codes in files.items() if not any(runs_on(c, device) for c in codes))
-            jit = sorted(f for f, codes in files.items() if f not in none
-                         and not any(c.kind == "sm" and runs_on(c, device) for c in codes))
+            how = {f: verdict(target.gpu_code[f], codes, device, runs_on) for f, codes in files.items()}
+            none = sorted(f for f, (v, _) in how.items() if v == "missing")
+            jit = sorted(f for f, (v, _) in how.items() if v == "jit")
             if none:
                 example = files[none[0]]
                 have = ", ".join(sorted({c.name for c in example if c.kind != "lto"}))
@@ -387,13 +388,14 @@ class DoctorJudge:
                           "execution on the device\"", rule="no-kernel-image", file=none[0], capability=cap,
                           files=none, fixes=self._arch_fixes(cap, target))
             elif jit:
-                ptx = max((c for c in files[jit[0]] if c.kind == "compute" and runs_on(c, device)),
-                          key=lambda c: (c.major, c.minor))
+                ptx = max(how[jit[0]][1], key=lambda c: (c.major, c.minor))
                 self.line("gpu-code", f"{label}: {len(jit)} of {len(files)} files run on it only by JIT-compiling "
                           f"PTX ({ptx.name}) at first start ({jit[0]})", rule="jit-only-gpu-arch", file=jit[0],
                           capability=cap, ptx=ptx.name, fixes=self._arch_fixes(cap, target)[:1])
             else:
-                self.line("gpu-code", f"{label}: every one of {len(files)} files with GPU code has a cubin for it")
+                idle = sum(1 for v, _ in how.values() if v == "idle")
+                self.line("gpu-code", f"{label}: every one of {len(files) - idle} files with GPU kernels has a cubin "
+                          f"for it" + (f" ({idle} more hold GPU code that defines no kernel)" if idle else ""))
 
     @staticmethod
     def _arch_fixes(cap: str, target: TargetFacts) -> list[Fix]:

@@ -20,8 +20,8 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 
 from __future__ import annotations
 
-from ..elf.fatbin import Entry
-from ..gpu.code import Code, serves
+from ..elf.fatbin import Entry, kernels_of
+from ..gpu.code import Code, runs_on, serves
 from ..gpu.request import Request
 from ..units import format_size
 from .collector import Findings
@@ -33,7 +33,7 @@ NATIVE_FALLBACK = {"sm_75", "compute_75"}
 class CodeGroup:
     """The entries of one code object kind and architecture in one section."""
 
-    __slots__ = ("section", "code", "entries", "stored", "uncompressed", "compression", "debug", "wanted")
+    __slots__ = ("section", "code", "entries", "stored", "uncompressed", "compression", "debug", "wanted", "objects")
 
     def __init__(self, section: str, code: Code):
         self.section = section
@@ -44,8 +44,10 @@ class CodeGroup:
         self.compression: set[str] = set()
         self.debug = False
         self.wanted: bool | None = None  # None: nothing was requested
+        self.objects: list[Entry] = []
 
     def add(self, e: Entry) -> None:
+        self.objects.append(e)
         self.entries += 1
         self.stored += e.stored
         self.uncompressed += e.uncompressed
@@ -53,14 +55,86 @@ class CodeGroup:
         self.debug = self.debug or e.debug
 
 
+class Kernels:
+    """The kernels of one file's code objects, read when first asked for:
+    each asks for payloads to be read and decompressed, which a listing never
+    needs. Code that defines no kernel is never launched, so it neither fails
+    nor serves a GPU; code whose kernels cannot be read (LTO IR, a damaged
+    payload) counts as holding some."""
+
+    __slots__ = ("path", "groups", "_names")
+
+    def __init__(self, path: str, groups: list[CodeGroup]):
+        self.path = path
+        self.groups = groups
+        self._names: dict[int, frozenset[str] | None] = {}  # by id of the group
+
+    def codes(self) -> list[Code]:
+        return sorted({g.code for g in self.groups}, key=code_order)
+
+    def of_group(self, g: CodeGroup) -> frozenset[str] | None:
+        """The kernels of one group, None when some object's cannot be read."""
+        key = id(g)
+        if key not in self._names:
+            self._names[key] = kernels_of(self.path, g.objects)
+        return self._names[key]
+
+    def counted(self, g: CodeGroup) -> int | None:
+        """The kernels of a group when they were read and could be, else None."""
+        names = self._names.get(id(g))
+        return None if names is None else len(names)
+
+    def of(self, code: Code) -> frozenset[str] | None:
+        """The kernels of a code across sections."""
+        out: frozenset[str] | None = frozenset()
+        for g in self.groups:
+            if g.code == code:
+                names = self.of_group(g)
+                if names is None:
+                    return None
+                out |= names
+        return out
+
+    def hold_any(self, codes) -> bool:
+        """Whether any of `codes` defines a kernel (or may)."""
+        return any((names := self.of(c)) is None or names for c in codes)
+
+    def uncovered(self, code: Code, device: tuple[int, int]) -> frozenset[str] | None:
+        """The kernels of `code` that no cubin running on `device` defines
+        (None: unknown, some kernels could not be read)."""
+        names = self.of(code)
+        for c in {g.code for g in self.groups if g.code.kind == "sm" and runs_on(g.code, device)}:
+            if not names:
+                break
+            have = self.of(c)
+            if have is None:
+                return None
+            names -= have
+        return names
+
+
+def verdict(kernels: Kernels, codes: list[Code], device: tuple[int, int], usable=serves) -> tuple[str, list[Code]]:
+    """How a file's code runs on `device`, by the rule `usable`: "cubin"; "jit"
+    with the PTX or LTO IR that serves it instead; "missing" when nothing that
+    defines kernels does; "idle" when the file defines no kernel at all, which
+    fails no GPU. Kernels are read only where a cubin is not enough."""
+    if any(usable(c, device) for c in codes if c.kind == "sm"):
+        return "cubin", []
+    jit = [c for c in codes if c.kind != "sm" and usable(c, device) and kernels.hold_any([c])]
+    if jit:
+        return "jit", jit
+    return ("missing" if kernels.hold_any(codes) else "idle"), []
+
+
 class FileArchs:
-    __slots__ = ("path", "containers", "groups", "problems")
+    __slots__ = ("path", "containers", "groups", "problems", "kernels")
 
     def __init__(self, path: str, containers: int, groups: list[CodeGroup], problems: list[str]):
         self.path = path
         self.containers = containers
         self.groups = groups
         self.problems = problems
+        self.kernels = Kernels(path, groups)
 
     @property
     def entries(self) -> int:
@@ -79,7 +153,7 @@ class FileArchs:
         return sum(g.stored for g in self.groups if g.wanted is False)
 
     def codes(self) -> list[Code]:
-        return sorted({g.code for g in self.groups}, key=code_order)
+        return self.kernels.codes()
 
 
 class ArchReport:
@@ -160,9 +234,10 @@ class GpuJudge:
         have = [c.name for c in codes]
         for d in devices:
             cap = f"{d[0]}.{d[1]}"
-            if any(serves(c, d) for c in codes if c.kind == "sm"):
+            how, jit = verdict(f.kernels, codes, d)
+            ptx = [c for c in jit if c.kind == "compute"]
+            if how in ("cubin", "idle"):
                 continue
-            ptx = [c for c in codes if c.kind == "compute" and serves(c, d)]
             if ptx:
                 self.add("jit-only-gpu-arch", f.path,
                          f"capability {cap} runs only by JIT-compiling {ptx[-1].name} at first start: "
@@ -171,7 +246,8 @@ class GpuJudge:
                 self.add("missing-gpu-arch", f.path,
                          f"nothing runs on capability {cap}: no cubin for it and no PTX to compile for it "
                          f"(has {', '.join(have)})", capability=cap, needs="cubin or ptx", codes=have)
-        if self.request.forward_compat and forward_ptx(codes, devices[-1]) is None:
+        if (self.request.forward_compat and forward_ptx(codes, devices[-1]) is None
+                and f.kernels.hold_any(codes)):
             cap = f"{devices[-1][0]}.{devices[-1][1]}"
             self.add("missing-gpu-arch", f.path,
                      f"no plain PTX for capability {cap} or below, so GPUs newer than those requested cannot "
@@ -183,8 +259,9 @@ class GpuJudge:
         wanted = {}
         for c in codes:
             useful = [d for d in devices if serves(c, d)]
-            if c.kind == "compute":
-                useful = [d for d in useful if not any(serves(b, d) for b in cubins)]
+            if c.kind == "compute":  # needed where a kernel of it has no cubin for a GPU it serves
+                useful = [d for d in useful if not any(serves(b, d) for b in cubins)
+                          or f.kernels.uncovered(c, d) != frozenset()]
             wanted[c] = bool(useful) or c == fwd
         for g in f.groups:
             g.wanted = wanted[g.code]
@@ -194,7 +271,7 @@ class GpuJudge:
             gs = [g for g in f.groups if g.code == c]
             stored, entries = sum(g.stored for g in gs), sum(g.entries for g in gs)
             if c.kind == "compute" and any(serves(c, d) for d in devices):
-                why = "the GPUs it compiles for have cubins" + (
+                why = "every kernel in it has a cubin for each GPU it compiles for" + (
                     f", and {fwd.name} is the PTX kept for newer GPUs" if fwd else
                     " and forward compatibility was not requested")
             else:

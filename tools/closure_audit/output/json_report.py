@@ -197,7 +197,7 @@ def archs_json(report) -> dict:
             "problems": f.problems,
             "codes": [{**_code_json(g.code), "section": g.section, "entries": g.entries, "stored": g.stored,
                        "uncompressed": g.uncompressed, "compression": sorted(g.compression), "debug": g.debug,
-                       "wanted": g.wanted} for g in f.groups],
+                       "wanted": g.wanted, "kernels": f.kernels.counted(g)} for g in f.groups],
         })
     totals = [{**_code_json(t["code"]), "files": t["files"], "entries": t["entries"], "stored": t["stored"],
                "uncompressed": t["uncompressed"]} for t in report.totals()]

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from ..errors import UsageError
 from ..storepath import name_part
-from ..units import format_size
-from .text import printable
+from ..units import format_growth, format_size
+from .text import printable, version_change
 
 MAX_FINDINGS = 50
 MAX_PACKAGES = 100
@@ -55,9 +55,7 @@ def gate_markdown(results, findings) -> str:
         bad = not r.passed(findings)
         budget = format_size(b.max_closure_size) if b.max_closure_size is not None else "—"
         base = format_size(r.baseline_size) if r.baseline_size is not None else "—"
-        growth = "—" if r.baseline_size is None else format_size(r.closure_size - r.baseline_size, signed=True)
-        if r.baseline_size:
-            growth += f" ({(r.closure_size - r.baseline_size) * 100 / r.baseline_size:+.1f}%)"
+        growth = "—" if r.baseline_size is None else format_growth(r.baseline_size, r.closure_size)
         lines.append(f"| `{_cell(b.name)}` | {format_size(r.closure_size)} | {budget} | {base} | {growth} | "
                      f"{'❌ fail' if bad else '✅ pass'} |")
     lines += _findings_table(findings)
@@ -76,13 +74,14 @@ def diff_markdown(old, new, packages, findings, explanations, old_size: int, new
     """The diff in the gate's style: verdict, one table of what changed,
     findings, and the chain of each forbidden path the new closure brings."""
     lines = _verdict("diff", findings)
-    lines += [f"{format_size(old_size)} → {format_size(new_size)} ({format_size(new_size - old_size, signed=True)})",
-              ""]
+    lines += [f"old: {_cell(', '.join(name_part(r) for r in old.roots))}, {format_size(old_size)}  ",
+              f"new: {_cell(', '.join(name_part(r) for r in new.roots))}, {format_size(new_size)}, "
+              f"{format_growth(old_size, new_size)}", ""]
     if packages:
         lines += ["| package | status | version | size | delta |", "| --- | --- | --- | ---: | ---: |"]
         for p in packages[:MAX_PACKAGES]:
             name = p.name if p.output == "out" else f"{p.name} ({p.output})"
-            versions = f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}"
+            versions = version_change(p.old_versions, p.new_versions)
             lines.append(f"| `{_cell(name)}` | {p.status} | {_cell(versions)} | {format_size(p.new_size)} | "
                          f"{format_size(p.delta, signed=True)} |")
         if len(packages) > MAX_PACKAGES:

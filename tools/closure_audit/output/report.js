@@ -8,6 +8,7 @@
   var DATA = JSON.parse(document.getElementById("closure-data").textContent);
   var MAX_DRAWN = DATA.maxDrawn;
   var LABEL_W = 40, LABEL_H = 13, SIZE_H = 26;  // px a label needs; a second line for the size
+  var BAND_H = 14;  // a group's band: its name and added size, above what it holds
   var REFERRERS_SHOWN = 200;
   var pictures = [];
   var selected = null;  // {picture, node}
@@ -211,47 +212,55 @@
     return e;
   };
 
-  // A label where it fits: in the path's own slice; else, for a path whose
-  // children fill its rectangle, as a band across its top that the children's
-  // labels keep below (the band covers them but takes none of their area).
-  // Returns the line below which labels inside go.
-  Picture.prototype.label = function (e, it, own) {
-    var top = Math.max(it.y, it.band), s;
-    if (own && own[2] >= LABEL_W && own[1] + own[3] - Math.max(own[1], top) >= LABEL_H) {
-      var oy = Math.max(own[1], top), room = own[1] + own[3] - oy;
-      s = el("span", "label", this.name(it.v));
-      s.style.cssText = "left:" + (own[0] - it.x) + "px;top:" + (oy - it.y) + "px;max-width:" + own[2] + "px";
-      if (room >= SIZE_H) s.appendChild(el("small", null, fmt(this.d.added[it.v])));
-      e.appendChild(s);
-      return it.band;
-    }
-    if (this.kids[it.v].length && it.w >= LABEL_W && it.y + it.h - top >= 3 * LABEL_H) {
-      s = el("span", "label band", this.name(it.v) + " · " + fmt(this.d.added[it.v]));
-      s.style.cssText = "left:0;top:" + (top - it.y) + "px;width:" + it.w + "px";
-      e.appendChild(s);
-      return top + LABEL_H;
-    }
-    return it.band;
-  };
+  // A name, and its size on a second line where there is room, in a
+  // rectangle of w x h px; nothing where it does not fit.
+  function label(e, text, size, w, h) {
+    if (w < LABEL_W || h < LABEL_H) return;
+    var s = el("span", "label", text);
+    s.style.maxWidth = w + "px";
+    if (h >= SIZE_H) s.appendChild(el("small", null, fmt(size)));
+    e.appendChild(s);
+  }
 
-  // Lay out the children of a drawn path (or of the top) and the path's own
-  // bytes inside its rectangle; queue the children.
+  // Lay out what a drawn path (or the top) holds. A path that dominates
+  // others is a group, as bundle analysers draw them: a band across its top
+  // with its name and added size, then, below it, its own bytes as one slice
+  // and the paths it dominates, with areas in proportion to their sizes.
+  // A path that dominates nothing is labelled in its whole rectangle.
   Picture.prototype.expand = function (heap, it, e) {
-    var v = it.v, ks = this.kids[v], own = v === this.top ? 0 : this.d.nar[v];
-    var items = [], sizes = [], k, added = this.d.added;
-    for (k = 0; k < ks.length; k++) items.push(ks[k]);
+    var v = it.v, ks = this.kids[v], d = this.d, added = d.added, k;
+    if (e && !ks.length) {
+      label(e, this.name(v), added[v], it.w, it.h);
+      return;
+    }
+    var x = it.x, y = it.y, w = it.w, h = it.h;
+    if (e && w >= LABEL_W && h >= BAND_H + 2 * LABEL_H) {
+      var band = el("span", "label band", this.name(v) + " · " + fmt(added[v]));
+      band.style.width = w + "px";
+      e.appendChild(band);
+      y += BAND_H; h -= BAND_H;
+    }
+    var own = e ? d.nar[v] : 0, items = ks.slice(), sizes = [];
     if (own > 0) {  // its own slice, in its place by size
       var at = 0;
       while (at < items.length && added[items[at]] >= own) at++;
       items.splice(at, 0, -1);
     }
     for (k = 0; k < items.length; k++) sizes.push(items[k] < 0 ? own : added[items[k]]);
-    var rects = items.length ? squarify(sizes, it.x, it.y, it.w, it.h) : [];
-    var band = e ? this.label(e, it, own > 0 ? rects[items.indexOf(-1)] : null) : it.band;
+    var rects = squarify(sizes, x, y, w, h);
     for (k = 0; k < items.length; k++) {
-      if (items[k] < 0) continue;
       var r = rects[k];
-      heap.push({v: items[k], x: r[0], y: r[1], w: r[2], h: r[3], area: r[2] * r[3], band: band,
+      if (items[k] < 0) {
+        var o = el("div", "own k" + d.kind[v] + " d" + ((it.depth + 1) % 5));
+        o.setAttribute("data-own-size", own);
+        o.title = this.name(v) + "\nits own files: " + fmt(own);
+        o.style.cssText = "left:" + (r[0] - it.x) + "px;top:" + (r[1] - it.y) + "px;width:" + r[2] +
+          "px;height:" + r[3] + "px";
+        label(o, "own files", own, r[2], r[3]);
+        e.appendChild(o);
+        continue;
+      }
+      heap.push({v: items[k], x: r[0], y: r[1], w: r[2], h: r[3], area: r[2] * r[3],
                  parent: e, px: e ? it.x : 0, py: e ? it.y : 0, depth: it.depth + (e ? 1 : 0)});
     }
   };
@@ -260,7 +269,8 @@
     var W = this.box.clientWidth, H = this.box.clientHeight;
     var root = document.createDocumentFragment(), heap = new Heap(), drawn = 0;
     this.els = {};
-    var whole = {v: this.zoom, x: 0, y: 0, w: W, h: H, area: W * H, band: 0, parent: null, px: 0, py: 0, depth: 0};
+    this.laidOut = [W, H];
+    var whole = {v: this.zoom, x: 0, y: 0, w: W, h: H, area: W * H, parent: null, px: 0, py: 0, depth: 0};
     if (this.zoom === this.top) this.expand(heap, whole, null);
     else heap.push(whole);
     while (heap.a.length && drawn < MAX_DRAWN) {
@@ -400,11 +410,18 @@
   });
   pictures.forEach(function (p) { p.draw(); });
   document.getElementById("search").addEventListener("input", onSearch);
+  // Laid out again whenever a treemap's box changes size: a window resized,
+  // the details panel moving under the pictures, a scroll bar coming.
   var pending = null;
-  window.addEventListener("resize", function () {
+  var observer = new ResizeObserver(function () {
     clearTimeout(pending);
-    pending = setTimeout(function () { pictures.forEach(function (p) { p.draw(); }); }, 150);
+    pending = setTimeout(function () {
+      pictures.forEach(function (p) {
+        if (p.box.clientWidth !== p.laidOut[0] || p.box.clientHeight !== p.laidOut[1]) p.draw();
+      });
+    }, 100);
   });
+  pictures.forEach(function (p) { observer.observe(p.box); });
   // When the first view is on screen: benchmarks and tests read it.
   requestAnimationFrame(function () {
     requestAnimationFrame(function () {

@@ -15,8 +15,8 @@ from ..loader.model import Chain, LoadedObject, Resolution
 from ..findings.rules import RULES, SEVERITY_RANK
 from ..storepath import name_part
 from ..paths import relative_to
-from ..units import format_size
-from .text import printable
+from ..units import format_growth, format_size
+from .text import printable, version_change
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
@@ -68,8 +68,10 @@ def _plural(n: int, word: str) -> str:
 def header(console, command: str, mode: str, targets: list[str]) -> None:
     head = Text()
     head.append("closure-audit ", style="bold")
-    head.append(f"{command} · {mode} mode · ")
-    head.append(", ".join(printable(t) for t in targets), style="bold")
+    head.append(f"{command} · {mode} mode")
+    if targets:
+        head.append(" · ")
+        head.append(", ".join(printable(t) for t in targets), style="bold")
     console.print(head)
 
 
@@ -273,6 +275,9 @@ def explanation_tree(e, added: dict[str, int]) -> Tree:
     for hop in e.hops:
         _evidence(branch, hop)
         branch = branch.add(Text(f"→ {_store_name(hop.reference)}", style="bold"))
+    if files := e.shrink_rpath():
+        tree.add(Text(f"fix: every hop is an unused runpath entry; patchelf --shrink-rpath {' '.join(files)}",
+                      style="green"))
     if e.referrers:
         refs = tree.add(Text(f"every referrer ({len(e.referrers)})", style="dim"))
         for hop in e.referrers:
@@ -335,9 +340,11 @@ def render_size(console, closure, rows, total: int) -> None:
 # -- diff ------------------------------------------------------------------------
 
 def render_diff(console, old, new, packages, findings, old_size: int, new_size: int) -> None:
-    header(console, "diff", "nix-store", old.roots + new.roots)
-    console.print(Text(f"{format_size(old_size)} → {format_size(new_size)} "
-                       f"({format_size(new_size - old_size, signed=True)}) · ") + counts(findings))
+    header(console, "diff", "nix-store", [])
+    for label, c, size in (("old", old, old_size), ("new", new, new_size)):
+        console.print(Text(f"{label}  ", style="dim") + Text(", ".join(printable(r) for r in c.roots), style="bold")
+                      + Text(f"  {format_size(size)}"))
+    console.print(Text(f"{format_growth(old_size, new_size)} · ") + counts(findings))
     forbidden = {f.file for f in findings if f.rule == "forbidden-path"}
     table = _Table(header_style="dim", pad_edge=False, box=None)
     table.add_column("package")
@@ -348,7 +355,7 @@ def render_diff(console, old, new, packages, findings, old_size: int, new_size: 
     for p in packages[:MAX_PACKAGES]:
         name = printable(p.name if p.output == "out" else f"{p.name} ({p.output})")
         style = "bold red" if forbidden & set(p.new_paths) else {"added": "green", "removed": "dim"}.get(p.status, "")
-        versions = printable(f"{', '.join(p.old_versions) or '∅'} → {', '.join(p.new_versions) or '∅'}")
+        versions = version_change(p.old_versions, p.new_versions)
         table.add_row(Text(name, style=style), p.status, versions, format_size(p.new_size),
                       Text(format_size(p.delta, signed=True), style="red" if p.delta > 0 else "green"))
     if len(packages) > MAX_PACKAGES:
@@ -425,12 +432,18 @@ def render_archs(console, report) -> None:
         if request is not None and f.prunable:
             title.append(f" · {format_size(f.prunable)} unused", style="yellow")
         table = _Table(title=title, title_justify="left", header_style="dim", pad_edge=False, box=None)
-        for col, just in (("code", "left"), ("section", "left"), ("entries", "right"), ("stored", "right"),
-                          ("uncompressed", "right"), ("compression", "left"), ("", "left")):
-            table.add_column(col, justify=just)
-        for g in f.groups[:MAX_ROWS]:
+        # Kernels where they were read (the judgement's, or all with --kernels); blank where not.
+        counted = [f.kernels.counted(g) for g in f.groups]
+        kernels = any(k is not None for k in counted)
+        for col, just in (("code", "left"), ("section", "left"), ("entries", "right"), ("kernels", "right"),
+                          ("stored", "right"), ("uncompressed", "right"), ("compression", "left"), ("", "left")):
+            if col != "kernels" or kernels:
+                table.add_column(col, justify=just)
+        for g, k in list(zip(f.groups, counted))[:MAX_ROWS]:
             code = g.code.name + (" (debug)" if g.debug else "")
-            table.add_row(code, printable(g.section), f"{g.entries:,}", format_size(g.stored), format_size(g.uncompressed),
+            cells = [code, printable(g.section), f"{g.entries:,}"] + ([] if not kernels else [
+                "" if k is None else f"{k:,}"])
+            table.add_row(*cells, format_size(g.stored), format_size(g.uncompressed),
                           ", ".join(sorted(g.compression)), _use(g.wanted))
         if len(f.groups) > MAX_ROWS:
             table.add_row(Text(f"… {len(f.groups) - MAX_ROWS} more (--json lists all)", style="dim"))

@@ -26,3 +26,13 @@ def printable(text: str) -> str:
     and control characters become \\xNN escapes. Markup in it is never
     interpreted (the consoles of output/terminal.py print text as it is)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", utf8(text))
+
+
+def version_change(old: list[str], new: list[str]) -> str:
+    """A package's versions before and after: `2.1.0 → 2.2.0`; ∅ for a side
+    without the package; "(no version)" for a name that carries none."""
+    def side(versions: list[str]) -> str:
+        return ", ".join(v or "(no version)" for v in versions) or "∅"
+    if old == new and all(not v for v in old):
+        return "(no version)"
+    return printable(f"{side(old)} → {side(new)}")
