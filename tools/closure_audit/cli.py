@@ -16,11 +16,10 @@ import signal
 import sys
 
 from . import __version__
-from .errors import InputError, UsageError
+from .errors import Exit, InputError, UsageError
 
-EXIT_USAGE = 2
 # Each is a module of commands/ with HELP, add_arguments(parser) and run(args).
-COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor")
+COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor", "why-build")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -55,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command(name: str):
-    return importlib.import_module(f".commands.{name}", __package__)
+    return importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -118,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except InputError as exc:
         print(f"closure-audit: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return Exit.USAGE
     except KeyboardInterrupt:
         print("closure-audit: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         return reader_gone()
 

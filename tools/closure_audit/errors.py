@@ -1,5 +1,17 @@
-"""The errors a user can cause. Each carries one line that says what is wrong;
-the command line prints it and exits with status 2."""
+"""The errors a user can cause, and the exit statuses. Each error carries one
+line that says what is wrong; the command line prints it and exits with
+Exit.USAGE."""
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """The exit statuses every command documents."""
+
+    OK = 0  # nothing failed
+    FAILED = 1  # a finding of severity error, or (why-build) something to build
+    USAGE = 2  # bad input or arguments, an unreadable cache: one line on stderr
+    INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 
 
 class InputError(Exception):

@@ -20,6 +20,7 @@ from .. import schemas
 from ..errors import BudgetError, ClosureError
 from ..findings.collector import Findings
 from ..findings.policy import Policy
+from ..findings.rules import ERROR
 from ..storepath import name_part, store_dir
 from ..units import format_apart, format_size
 from .budgets import Budget
@@ -50,7 +51,7 @@ class Result:
     dominators: Mapping[str, str | None] = field(default_factory=dict)  # the tree the added sizes come from
 
     def passed(self, findings) -> bool:
-        return not any(f.severity == "error" and f.fields.get("target") == self.budget.name for f in findings)
+        return not any(f.severity == ERROR and f.fields.get("target") == self.budget.name for f in findings)
 
 
 # -- read ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
+from ..errors import Exit, UsageError
 from . import options
 
 HELP = "GPU code inside fat binaries: architectures, sizes, what is missing or unused"
@@ -108,4 +108,4 @@ def run(args) -> int:
         from ..output.terminal import console, render_archs
 
         render_archs(console(), report)
-    return 1 if report.failed else 0
+    return Exit.FAILED if report.failed else Exit.OK

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ..errors import TargetError, UsageError
+from ..errors import Exit, TargetError, UsageError
+from ..findings.rules import has_error
 from . import options
 
 HELP = "resolve every needed library of every ELF file in the targets"
@@ -57,7 +58,7 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return any(f.severity == "error" for f in self.findings)
+        return has_error(self.findings)
 
 
 def environment(mode: str, roots: tuple[str, ...], policy):
@@ -178,7 +179,7 @@ def run(args) -> int:
         from ..output.terminal import console, render_audit
 
         render_audit(report, console(), chain, args.opened)
-    return 1 if report.failed else 0
+    return Exit.FAILED if report.failed else Exit.OK
 
 
 def installable(target: str, build: bool) -> str:

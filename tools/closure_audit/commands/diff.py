@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..findings.rules import exit_status
 from . import options
 
 HELP = "compare two closures package by package"
@@ -49,4 +50,4 @@ def run(args) -> int:
         from ..output.terminal import console, render_diff
 
         render_diff(console(), old, new, packages, found, old_size, new_size)
-    return 1 if any(f.severity == "error" for f in found) else 0
+    return exit_status(found)

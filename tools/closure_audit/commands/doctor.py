@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UsageError
+from ..findings.rules import exit_status
 from . import options
 
 HELP = "will CUDA programs of the targets run on this host: driver, versions, GPUs, GPU code"
@@ -55,7 +56,7 @@ def run(args) -> int:
         from ..output.terminal import console, render_doctor
 
         render_doctor(console(), host, facts, checks, result)
-    return 1 if any(f.severity == "error" for f in result) else 0
+    return exit_status(result)
 
 
 def resolve_installables(targets: list[str], build: bool) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..findings.rules import exit_status
 from . import options
 
 HELP = "fail CI when a closure breaks its budgets"
@@ -62,4 +63,4 @@ def run(args) -> int:
         from ..output.terminal import console, render_gate
 
         render_gate(console(), results, found)
-    return 1 if any(f.severity == "error" for f in found) else 0
+    return exit_status(found)

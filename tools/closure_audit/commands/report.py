@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
+from ..findings.rules import ERROR, exit_status
 from . import options
 
 _PAGE = "a treemap of added sizes, the forbidden chains, every path's details"
@@ -76,9 +77,9 @@ def run(args) -> int:
     forbidden = sum(f.rule == "forbidden-path" for f in found)
     verdict = ""
     if budget is not None:
-        errors = sum(f.severity == "error" for f in found)
+        errors = sum(f.severity == ERROR for f in found)
         verdict = (f"; budget {printable(budget.name)}: " +
                    ("passed" if pictures[0].verdict else f"failed ({errors} error{'s' * (errors != 1)})"))
     print(f"closure-audit report: wrote {printable(args.output)}: {len(pictures[0].added):,} paths, "
           f"{forbidden} forbidden{verdict}")
-    return 1 if any(f.severity == "error" for f in found) else 0
+    return exit_status(found)

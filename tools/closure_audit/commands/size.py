@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..errors import Exit, UsageError
 from . import options
 
 HELP = "NAR, closure and added size of every path of a closure"
@@ -35,4 +35,4 @@ def run(args) -> int:
         from ..output.terminal import console, render_size
 
         render_size(console(), closure, rows, total)
-    return 0
+    return Exit.OK

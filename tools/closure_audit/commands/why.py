@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import Exit
+from ..findings.rules import exit_status
 from . import options
 
 HELP = "why paths are in a closure: chains and byte-level evidence"
@@ -48,8 +50,8 @@ def run(args) -> int:
 
         render_why(console(), closure, explanations, found, added, bool(patterns))
     if patterns:
-        return 0 if explanations else 1
-    return 1 if any(f.severity == "error" for f in found) else 0
+        return Exit.OK if explanations else Exit.FAILED
+    return exit_status(found)
 
 
 def _explain(closure, policy, patterns, findings, added, scanner, all_chains):

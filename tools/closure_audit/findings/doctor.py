@@ -88,7 +88,7 @@ class TargetFacts:
 def _reach_fixes(driver_dir: str, host: Host) -> list[Fix]:
     """The ways a Nix program reaches a driver kept in `driver_dir`."""
     return [
-        Fix(f"run each program through nix-gl-host: nixglhost PROGRAM (or nixGL: nixGLNvidia PROGRAM)",
+        Fix("run each program through nix-gl-host: nixglhost PROGRAM (or nixGL: nixGLNvidia PROGRAM)",
             "nix-gl-host copies only the driver's libraries from the host and follows driver upgrades; nixGL "
             "builds the driver of the host's exact version from NVIDIA's download (--impure) and must be "
             "rebuilt after every driver upgrade; both wrap each program"),

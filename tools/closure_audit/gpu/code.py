@@ -15,8 +15,6 @@ What runs where (NVIDIA's compatibility rules):
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections import namedtuple
 
@@ -54,20 +52,11 @@ def parse_capability(text: str) -> tuple[int, int, str]:
     return int(m[1]), int(m[2]), m[3]
 
 
-@functools.lru_cache(maxsize=1)
 def capability_table() -> dict:
-    """lib/data/cuda-capabilities.json: from the source tree when running from
-    it, else as installed (the nixcuda_data package)."""
-    import json
+    """lib/data/cuda-capabilities.json's capabilities."""
+    from ..data import table
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.join(here, "..", "..", "..", "lib", "data", "cuda-capabilities.json")
-    if os.path.exists(source):
-        with open(source, encoding="utf-8") as f:
-            return json.load(f)["capabilities"]
-    from importlib.resources import files
-
-    return json.loads((files("nixcuda_data") / "cuda-capabilities.json").read_text())["capabilities"]
+    return table("cuda-capabilities.json")["capabilities"]
 
 
 def family(major: int, minor: int) -> str:

@@ -23,7 +23,7 @@ from importlib.resources import files
 from ..closure.graph import Closure
 from ..cuda_redist import is_cuda_redist
 from ..errors import UsageError
-from ..findings.rules import Finding
+from ..findings.rules import ERROR, Finding
 from ..storepath import name_part
 from ..units import format_size
 from .text import printable
@@ -153,7 +153,7 @@ def _picture_html(i: int, p: Picture) -> str:
     parts = [f'<section class="picture" id="picture-{i}" data-picture="{i}">',
              f'<h2>{_t(p.name)}</h2>']
     if p.verdict is not None:
-        others = [f for f in p.findings if f.rule != "forbidden-path" or f.severity == "error"]
+        others = [f for f in p.findings if f.rule != "forbidden-path" or f.severity == ERROR]
         lines = "".join(f'<li class="{_t(f.severity)}">{_t(f.message)}</li>' for f in others)
         parts.append(f'<div class="verdict {"pass" if p.verdict else "fail"}"><strong>gate: '
                      f'{"passed" if p.verdict else "failed"}</strong>'

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .. import __version__, schemas
+from ..findings.rules import SEVERITIES
 from .text import utf8
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing
@@ -42,7 +43,7 @@ def envelope(command: str, target: list[str], mode: str, findings: list[Finding]
         "mode": mode,
         "summary": {
             **summary,
-            "findings": {s: counts.get(s, 0) for s in ("error", "warning", "info")},
+            "findings": {s: counts.get(s, 0) for s in SEVERITIES},
             "rules": dict(sorted(Counter(f.rule for f in findings).items())),
         },
         "findings": [f.to_json() for f in findings],
@@ -222,7 +223,7 @@ def doctor_json(host, facts, checks, findings) -> dict:
     modes = {f.mode for f in facts}
     mode = "host" if not facts else modes.pop() if len(modes) == 1 else "mixed"
     return envelope("doctor", [t for f in facts for t in f.targets], mode, findings,
-                    {"checks": len(checks), **{s: status.get(s, 0) for s in ("ok", "info", "warning", "error")}},
+                    {"checks": len(checks), **{s: status.get(s, 0) for s in ("ok", *reversed(SEVERITIES))}},
                     host={"root": host.root, "kind": host.kind, "description": host.description,
                           "container": host.container, "tegra_release": host.tegra_release,
                           "driver": None if d is None else {"path": d.path, "real": d.real, "version": d.version,
@@ -232,3 +233,25 @@ def doctor_json(host, facts, checks, findings) -> dict:
                                     "model_capability": g.model_capability, "model_source": g.model_source}
                                    for g in host.gpus]},
                     checks=[c.to_json() for c in checks])
+
+
+def why_build_json(targets: list[str], plan, names: dict[str, str], causes) -> dict:
+    return envelope("why-build", targets, "nix-store", [],
+                    {"build": len(plan.build), "fetch": len(plan.fetch), "root_causes": len(causes)},
+                    build=[{"drv": d, "name": names[d], "because": plan.because[d]} for d in plan.build],
+                    fetch=[{"path": f.path, "download_size": f.download_size, "nar_size": f.info.nar_size,
+                            "store": f.store} for f in plan.fetch],
+                    download_size=plan.download_size, nar_size=plan.nar_size,
+                    root_causes=[{"drv": c.drv, "name": c.name, "like": c.like, "like_cached": c.like_cached,
+                                  "differences": [_difference_json(d) for d in c.differences],
+                                  "settings": [{"setting": s.setting, "old": s.old, "new": s.new}
+                                               for s in c.settings]} for c in causes])
+
+
+def _difference_json(d) -> dict:
+    return {"kind": d.kind, "name": d.name, "old": d.old, "new": d.new, "added": _list(d.added),
+            "dropped": _list(d.dropped), "setting": d.setting}
+
+
+def _list(items):
+    return None if items is None else list(items)

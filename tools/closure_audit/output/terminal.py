@@ -12,13 +12,13 @@ from rich.tree import Tree
 
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject, Resolution
-from ..findings.rules import RULES, SEVERITY_RANK
-from ..storepath import name_part
+from ..findings.rules import ERROR, INFO, RULES, SEVERITIES, SEVERITY_RANK, WARNING
+from ..storepath import name_part, top_store_path
 from ..paths import relative_to
 from ..units import format_growth, format_size
 from .text import printable, version_change
 
-STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
               "already loaded": "dim", "already loaded (process)": "dim"}
 _KIND_STYLE = {"runpath-used": "bold red", "runpath-unused": "yellow", "needed": "bold red",
@@ -76,12 +76,12 @@ def header(console, command: str, mode: str, targets: list[str]) -> None:
 
 
 def counts(findings) -> Text:
-    errors = sum(1 for f in findings if f.severity == "error")
-    warnings = sum(1 for f in findings if f.severity == "warning")
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    warnings = sum(1 for f in findings if f.severity == WARNING)
     t = Text()
-    t.append(_plural(errors, "error"), style=STYLE["error"] if errors else "green")
+    t.append(_plural(errors, ERROR), style=STYLE[ERROR] if errors else "green")
     t.append(", ")
-    t.append(_plural(warnings, "warning"), style=STYLE["warning"] if warnings else "green")
+    t.append(_plural(warnings, WARNING), style=STYLE[WARNING] if warnings else "green")
     return t
 
 
@@ -109,7 +109,7 @@ def findings_tables(console, findings, short=printable) -> None:
 
 
 def verdict(console, findings) -> None:
-    errors = sum(1 for f in findings if f.severity == "error")
+    errors = sum(1 for f in findings if f.severity == ERROR)
     console.print()
     if errors:
         console.print(Text(f"FAIL: {_plural(errors, 'finding')} of severity error", style="bold red"))
@@ -471,8 +471,7 @@ def render_archs(console, report) -> None:
 
 # -- doctor ----------------------------------------------------------------------
 
-_STATUS = {"ok": ("ok", "green"), "info": ("info", "cyan"), "warning": ("warning", "yellow"),
-           "error": ("error", "bold red")}
+_STATUS = {"ok": ("ok", "green"), **{s: (s, STYLE[s]) for s in SEVERITIES}}
 
 
 def render_doctor(console, host, facts, checks, findings) -> None:
@@ -493,3 +492,59 @@ def render_doctor(console, host, facts, checks, findings) -> None:
         table.add_row(Text(word, style=style), c.check, text)
     console.print(table)
     verdict(console, findings)
+
+
+# -- why-build -----------------------------------------------------------------------
+
+def _difference_text(d) -> Text:
+    t = Text(f"{d.kind} {printable(d.name)}: ", style="dim")
+    if d.added is not None:
+        t.append(" ".join([f"+{printable(i)}" for i in d.added] + [f"-{printable(i)}" for i in d.dropped]) or "reordered")
+    else:
+        t.append(printable(f"{_short_value(d.old)} → {_short_value(d.new)}"))
+    return t
+
+
+def _short_value(value) -> str:
+    if value is None:
+        return "∅"
+    text = value if isinstance(value, str) else " ".join(value)
+    text = _store_name(text) if top_store_path(text) == text else text
+    return text if len(text) <= 80 else text[:77] + "…"
+
+
+def render_why_build(console, targets: list[str], plan, names: dict[str, str], causes) -> None:
+    from .markdown import setting_text
+
+    header(console, "why-build", "nix-store", targets)
+    console.print(f"{_plural(len(plan.build), 'derivation')} to build, {_plural(len(plan.fetch), 'path')} to fetch "
+                  f"({format_size(plan.download_size)} download, {format_size(plan.nar_size)} unpacked)")
+    if not plan.build:
+        console.print()
+        console.print(Text("OK: nothing to build", style="bold green"))
+        return
+    tree = Tree(Text("root causes", style="bold"))
+    for c in causes:
+        label = Text(printable(c.name), style="bold red")
+        if c.like is not None:
+            label.append(f"  like {printable(_store_name(c.like))} "
+                         f"({'in the cache' if c.like_cached else 'not in the cache either'})", style="dim")
+        branch = tree.add(label)
+        for s in c.settings:
+            branch.add(Text(printable(setting_text(s)), style="yellow"))
+        for d in c.differences[:MAX_ROWS]:
+            branch.add(_difference_text(d))
+        if len(c.differences) > MAX_ROWS:
+            branch.add(Text(f"… {len(c.differences) - MAX_ROWS} more (--json lists all)", style="dim"))
+    console.print()
+    console.print(tree)
+    dragged = [d for d in plan.build if plan.because[d]]
+    if dragged:
+        console.print()
+        console.print(Text("built because of their inputs", style="bold"))
+        for d in dragged[:MAX_PACKAGES]:
+            console.print(Text(f"  {printable(names[d])} ← {printable(', '.join(names[b] for b in plan.because[d]))}"))
+        if len(dragged) > MAX_PACKAGES:
+            console.print(Text(f"  … {len(dragged) - MAX_PACKAGES:,} more (--json lists all)", style="dim"))
+    console.print()
+    console.print(Text(f"FAIL: {_plural(len(plan.build), 'derivation')} to build", style="bold red"))
