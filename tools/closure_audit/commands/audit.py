@@ -171,7 +171,8 @@ def run(args) -> int:
     targets = [resolve_target(t, args.build) for t in args.targets]
     closure = store_closure(targets, args.path_info, args.build)
     with progress() as shown:
-        report, loader = audit([t.path for t in targets], policy, root=args.root, progress=shown, closure=closure, need_root=True)
+        report, loader = audit([t.path for t in targets], policy, root=args.root, progress=shown, closure=closure,
+                               need_root=True)
         chain = tree_chain(report, loader, args.tree) if args.tree else None
     if args.json:
         from ..output.json_report import audit_json, emit
