@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from collections.abc import Callable
+
 from ..closure import HTTP_CONNECTIONS
+from ..errors import UsageError
+from ..findings import policy
+from ..output.json_report import emit
 from ..targets import CLOSURE_TARGETS
 
 
@@ -60,8 +65,6 @@ def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None
 def open_store(args, evidence: bool):
     """A function reading closures from the binary cache of --store, or None
     without --store. `evidence`: whether the NARs are streamed for evidence."""
-    from ..errors import UsageError
-
     if args.store is None:
         for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
                             ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None),
@@ -91,7 +94,6 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
     paths, result links and installables, or with `store` (open_store) store
     paths in a binary cache."""
     from ..closure.graph import is_dump_file, load_closure, load_dump
-    from ..errors import UsageError
 
     targets = [] if target is None else [target] if isinstance(target, str) else list(target)
     if store is not None:
@@ -106,6 +108,15 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
 
 
 def load_policy(args):
-    from ..findings.policy import load_policy
+    return policy.load_policy(args.policy)
 
-    return load_policy(args.policy)
+
+def show(as_json: bool, document: Callable[[], dict], render: Callable) -> None:
+    """Print the JSON document, or `render(terminal)` with output/terminal.py:
+    rich loads only for a terminal report (start-up rule: cli.py)."""
+    if as_json:
+        emit(document())
+    else:
+        from ..output import terminal
+
+        render(terminal)
