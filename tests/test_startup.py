@@ -21,14 +21,20 @@ try:
     cli.main(sys.argv[1:])
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.stderr)
+print(json.dumps(sorted(m for m in sys.modules if m in {heavy!r} or m.startswith("closure_audit.commands."))),
+      file=sys.stderr)
 """
 
 
-def loaded(*argv: str) -> list[str]:
+def modules(*argv: str) -> list[str]:
+    """The heavy libraries and the command modules that `closure-audit ARGV` imported."""
     p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True,
                        env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"})
     return json.loads(p.stderr.strip().splitlines()[-1])
+
+
+def loaded(*argv: str) -> list[str]:
+    return [m for m in modules(*argv) if m in HEAVY]
 
 
 def test_help_and_archs_import_nothing_heavy(build, tmp_path):
@@ -36,6 +42,13 @@ def test_help_and_archs_import_nothing_heavy(build, tmp_path):
     assert loaded("--help") == []
     assert loaded("size", "--help") == []
     assert loaded("archs", str(lib), "--json") == []
+
+
+def test_help_imports_no_command_module():
+    """cli.py's registry holds each command's summary: `--help` lists the
+    commands without importing one, a command's `--help` imports its own only."""
+    assert modules("--help") == []
+    assert modules("size", "--help") == ["closure_audit.commands.options", "closure_audit.commands.size"]
 
 
 def test_the_closure_commands_load_the_graph_libraries(tmp_path):

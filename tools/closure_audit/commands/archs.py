@@ -8,6 +8,7 @@ import argparse
 from ..errors import Exit, UsageError
 from ..gpu.request import from_nix_config, make_request
 from ..output.json_report import archs_json
+from ..output.progress import progress
 from . import options
 
 
@@ -59,7 +60,6 @@ def gpu_request(args, policy):
 
 def run(args) -> int:
     from ..ops import archs
-    from ..output.progress import progress
 
     policy = options.load_policy(args)
     request = gpu_request(args, policy)

@@ -7,6 +7,7 @@ import os
 
 from ..errors import Exit, UsageError
 from ..output.json_report import audit_json
+from ..output.progress import progress
 from . import options
 
 
@@ -33,7 +34,6 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..ops import audit
-    from ..output.progress import progress
 
     policy = options.load_policy(args)
     if args.driver_dir:

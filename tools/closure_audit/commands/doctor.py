@@ -13,6 +13,7 @@ import os
 from ..errors import UsageError
 from ..findings.rules import exit_status
 from ..output.json_report import doctor_json
+from ..output.progress import progress
 from . import options
 
 
@@ -32,7 +33,6 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..ops import doctor
-    from ..output.progress import progress
 
     if not os.path.isdir(args.root):
         raise UsageError(f"--root is not a directory: {args.root}")

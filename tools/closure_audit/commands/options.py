@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 from collections.abc import Callable
 
 from ..closure import HTTP_CONNECTIONS
@@ -45,9 +44,8 @@ def add_closure_inputs(p: argparse.ArgumentParser) -> None:
 def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None:
     """--store URL and what goes with it (docs/store.md)."""
     p.add_argument("--store", metavar="URL",
-                   help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], "
-                        "https://...) instead of the local store; targets are then full store paths "
-                        "(docs/store.md)")
+                   help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], https://...) "
+                        "instead of the local store; targets are then full store paths (docs/store.md)")
     p.add_argument("--trusted-public-keys", metavar="KEYS",
                    help="with --store: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
                         "valid signature by one of them")
@@ -112,8 +110,7 @@ def load_policy(args):
 
 
 def show(as_json: bool, document: Callable[[], dict], render: Callable) -> None:
-    """Print the JSON document, or `render(terminal)` with output/terminal.py:
-    rich loads only for a terminal report (start-up rule: cli.py)."""
+    """The JSON document, or `render(output.terminal)`: rich loads only for the latter (cli.py)."""
     if as_json:
         emit(document())
     else:
