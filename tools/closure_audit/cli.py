@@ -21,16 +21,20 @@ from .errors import Exit, InputError, UsageError
 # The registry: each command, a module of commands/ with add_arguments(parser)
 # and run(args), and its one-line summary for `--help`.
 #
-# Start-up rule: a module is imported when it is used, never before. cli.py
-# imports the one command module that runs (for its `--help` too), and no
-# command module for `closure-audit --help`: the summaries are here. A command
-# module is imported for its `--help`, so at its top it imports only what its
-# arguments need; its run() imports the ops/ module it calls and, when it prints
-# to a terminal, output/terminal.py (rich). Everywhere else imports are at the
-# top, except where a light path (`--help`, `archs`) reaches a module that needs
-# a heavy library elsewhere: numpy, igraph, orjson, rich, shutil and dataclasses
-# are imported inside the function that uses them (and difflib inside the one
-# message that needs it). tests/test_startup.py checks it.
+# Start-up rule: `closure-audit --help` and `archs` start in tens of
+# milliseconds (benchmarks/bench_scale.py times them, tests/test_startup.py
+# checks what they import), so a module is imported where it is used:
+# - cli.py imports the one command module that runs (for its `--help` too) and
+#   none for `closure-audit --help`: the summaries are here.
+# - A command module is imported for its `--help`: at its top it imports only
+#   light modules (commands/options.py, output/json_report.py, markdown.py,
+#   progress.py); its run() imports the ops/ module it calls and any heavier
+#   one it uses, and options.show() output/terminal.py (rich) for a terminal.
+# - Every other module imports at its top, except, inside the function that
+#   needs them, what a light path would pay for without using it: numpy and
+#   igraph (closure/graph.py and what imports it), orjson, rich, zstandard,
+#   lz4, zipfile, tomllib, multiprocessing, nix.py (shutil, subprocess),
+#   dataclasses, importlib.resources, and difflib for one message.
 COMMANDS = {
     "audit": "resolve every needed library of every ELF file in the targets",
     "why": "why paths are in a closure: chains and byte-level evidence",

@@ -16,6 +16,7 @@ What runs where (NVIDIA's compatibility rules):
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from collections import namedtuple
@@ -58,8 +59,6 @@ def parse_capability(text: str) -> tuple[int, int, str]:
 def capability_table() -> dict:
     """lib/data/cuda-capabilities.json: from the source tree when running from
     it, else as installed (the nixcuda_data package)."""
-    import json
-
     here = os.path.dirname(os.path.abspath(__file__))
     source = os.path.join(here, "..", "..", "..", "lib", "data", "cuda-capabilities.json")
     if os.path.exists(source):
