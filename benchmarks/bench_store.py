@@ -40,7 +40,6 @@ from pathlib import Path
 from common import Timing, closure_audit_command, measure, verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 from cacheserver import CacheServer  # noqa: E402
 from closure_audit.closure.narinfo import to_base32  # noqa: E402
@@ -57,7 +56,7 @@ def make_cache(root: Path, n: int, seed: int = 1) -> tuple[list[str], str]:
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
     rng = random.Random(seed)
-    key = Ed25519PrivateKey.generate()
+    key = Ed25519PrivateKey.from_private_bytes(rng.randbytes(32))
     public = base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
     root.mkdir(parents=True, exist_ok=True)
     (root / "nix-cache-info").write_text("StoreDir: /nix/store\nWantMassQuery: 1\nPriority: 40\n")
@@ -74,7 +73,7 @@ def make_cache(root: Path, n: int, seed: int = 1) -> tuple[list[str], str]:
             j = rng.randint(i + 1, n - 1) if i + 1 < n else None
             if j is not None:
                 refs.add(paths[j])
-        nar_hash = "sha256:" + to_base32(os.urandom(32))
+        nar_hash = "sha256:" + to_base32(rng.randbytes(32))
         nar_size = int(rng.lognormvariate(12, 2.5)) + 120
         fingerprint = f"1;{path};{nar_hash};{nar_size};{','.join(sorted(refs))}"
         sig = base64.b64encode(key.sign(fingerprint.encode())).decode()

@@ -15,13 +15,50 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hypothesis
 import pytest
 
+# Every run draws the same examples (seeded by each test's name), so a failure
+# is one every run sees, never a chance one; no database of earlier failures
+# changes what a run tries.
+hypothesis.settings.register_profile("seeded", derandomize=True, database=None)
+hypothesis.settings.load_profile("seeded")
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import closure_audit  # noqa: E402
 from closure_audit.elf.reader import parse_sections, read_elf  # noqa: E402
+from parts import CI  # noqa: E402
+
+
+def package_files() -> dict[str, Path]:
+    """What the wheel installs, by installed name: every file of the packages in
+    tools/ (their modules and the data beside them) and lib/data as nixcuda_data."""
+    out = {str(p.relative_to(ROOT / "tools")): p for p in (ROOT / "tools").rglob("*")
+           if p.is_file() and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)}
+    return out | {f"nixcuda_data/{p.name}": p for p in (ROOT / "lib/data").iterdir() if p.is_file()}
+
+
+def _installed_as_built() -> None:
+    """The suite tests the package as installed (ci/setup installs the wheel it
+    builds), never tools/ by path. Under CI=true an editable install is refused;
+    elsewhere an installed copy older than the checkout is, so no edit goes
+    untested."""
+    installed = Path(closure_audit.__file__).resolve().parent.parent
+    if installed == ROOT / "tools":
+        if CI:
+            pytest.exit("CI=true tests the installed wheel, but closure_audit is the checkout's (an editable "
+                        "install): run ci/test", returncode=4)
+        return
+    for name, source in sorted(package_files().items()):
+        copy = installed / name
+        if copy.exists() and copy.read_bytes() != source.read_bytes():
+            pytest.exit(f"the installed {name} differs from the checkout's: run ci/setup "
+                        "(or pip install -e . to work on the code)", returncode=4)
+
+
+_installed_as_built()
 
 CROSS = {  # binutils prefix -> (class, little-endian)
     "powerpc64-linux-gnu": (64, False),
@@ -247,7 +284,6 @@ def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedPr
     --json report it prints (exit status 0 or 1) is checked against the
     schema, so each test that reads one checks the contract too."""
     e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT / "tools") + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
     p = subprocess.run([sys.executable, "-m", "closure_audit", *args], capture_output=True,
                        text=True, env=e, timeout=kw.pop("timeout", 120), **kw)

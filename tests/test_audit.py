@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -244,39 +245,59 @@ def test_invalid_files(build):
     assert all(f.severity == "warning" for f in r["invalid-elf"])
 
 
-def _python_for_nobody() -> str | None:
-    """A Python interpreter the unprivileged user can run with this source tree."""
-    from conftest import ROOT
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _installed_for_nobody(top: str) -> dict | None:
+    """A Python the unprivileged user can run, with the installed package and the
+    distributions it needs linked (or copied) into `top`: the test environment
+    may sit where only root can enter (a checkout in root's home)."""
+    from importlib.metadata import PackageNotFoundError, distribution
 
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         return None
-    for py in (sys.executable, "/usr/bin/python3"):
-        probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", py, "-c",
-                                f"import sys, tomllib; sys.path.insert(0, {str(ROOT / 'tools')!r}); import closure_audit.cli"],
-                               capture_output=True)
+    site, seen, todo = os.path.join(top, "site"), set(), ["nixcuda-tools"]
+    while todo:
+        try:
+            dist = distribution(todo.pop())
+        except PackageNotFoundError:  # a dependency for another platform or Python
+            continue
+        if dist.metadata["Name"].lower() in seen:
+            continue
+        seen.add(dist.metadata["Name"].lower())
+        todo += [re.split(r"[<>=!~ ;\[(]", r)[0] for r in dist.requires or () if "extra ==" not in r]
+        for f in dist.files or ():
+            if f.parts[0] != "..":  # scripts outside site-packages are not needed
+                dest = os.path.join(site, f)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                try:
+                    os.link(dist.locate_file(f), dest)
+                except OSError:
+                    shutil.copy(dist.locate_file(f), dest)
+    env = dict(os.environ, PYTHONPATH=site)
+    for py in (getattr(sys, "_base_executable", sys.executable), sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run([*NOBODY, py, "-c", "import closure_audit.cli"], capture_output=True, env=env, cwd=top)
         if probe.returncode == 0:
-            return py
+            return {"python": py, "env": env}
     return None
 
 
 def test_unreadable_file():
     """Run as an unprivileged user, for whom a mode-000 file is really unreadable."""
-    from conftest import ROOT
-
-    python = _python_for_nobody()
-    require("root, setpriv and a Python the unprivileged user can run", python is not None)
     top = tempfile.mkdtemp(prefix="closure-audit-perm-")
     try:
         os.chmod(top, 0o755)
-        secret = os.path.join(top, "secret.so")
+        nobody = _installed_for_nobody(top)
+        require("root, setpriv and a Python the unprivileged user can run", nobody is not None)
+        tree = os.path.join(top, "tree")
+        os.mkdir(tree)
+        secret = os.path.join(tree, "secret.so")
         with open(secret, "wb") as f:
             f.write(b"\x7fELF")
         os.chmod(secret, 0)
-        shutil.copy("/bin/true", os.path.join(top, "true"))  # something the audit can read
-        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-m",
-                            "closure_audit", "audit", "--json", top],
-                           capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT / "tools")))
+        shutil.copy("/bin/true", os.path.join(tree, "true"))  # something the audit can read
+        p = subprocess.run([*NOBODY, nobody["python"], "-m", "closure_audit", "audit", "--json", tree],
+                           capture_output=True, text=True, timeout=60, env=nobody["env"], cwd=top)
         report = json.loads(p.stdout)
         validate(report)
         (f,) = report["findings"]

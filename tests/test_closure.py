@@ -448,7 +448,7 @@ def test_installables_are_resolved_never_built_without_build(tmp_path):
   outputs = {{ self }}: {{
     packages.x86_64-linux.default = builtins.derivation {{
       name = "fixture-installable-{os.getpid()}"; system = "x86_64-linux"; builder = "/bin/sh";
-      PATH = "/usr/bin:/bin"; args = [ "-ec" "mkdir $out; echo $RANDOM > $out/x" ];
+      PATH = "/usr/bin:/bin"; args = [ "-ec" "mkdir $out; echo x > $out/x" ];
     }};
   }};
 }}

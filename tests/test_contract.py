@@ -251,12 +251,12 @@ def test_closure_audit_package():
         # nixpkgs' lib.fileset copies the selection into the store.
         src = a["src"]
         assert src.startswith("/nix/store/") and os.path.exists(os.path.join(src, "pyproject.toml"))
-        assert sorted(os.listdir(src)) == sorted(["pyproject.toml", "README.md", "LICENSE", "tools", "lib", "docs",
+        assert sorted(os.listdir(src)) == sorted(["pyproject.toml", "setup.py", "README.md", "LICENSE", "tools", "lib", "docs",
                                                   "examples", "tests"])
     else:
         assert a["src"] == str(ROOT)
         rel = {os.path.relpath(f, ROOT) for f in a["files"]}
-        assert {"pyproject.toml", "tools", "lib/data", "tests"} <= rel
+        assert {"pyproject.toml", "setup.py", "tools", "lib/data", "tests"} <= rel
         for f in a["files"]:
             assert os.path.exists(f), f
 

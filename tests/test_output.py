@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 HASH = {"root": "a" * 32, "magma": "b" * 32, "root2": "c" * 32}
 
@@ -44,7 +44,7 @@ def test_names_are_shown_literally_and_escaped(hostile):
 def _pty_run(args: list[str], env: dict) -> bytes:
     """Run closure-audit with its standard output on a pseudo-terminal."""
     leader, follower = pty.openpty()
-    e = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), **env)
+    e = dict(os.environ, **env)
     e.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
     proc = subprocess.Popen([sys.executable, "-m", "closure_audit", *args], stdout=follower,
                             stderr=subprocess.DEVNULL, env=e)
@@ -86,7 +86,7 @@ def test_logs_are_not_wrapped(build):
 
 def _closed_pipe(args: list[str], **env) -> subprocess.CompletedProcess:
     """Run with standard output a pipe nobody reads: closed before the first write."""
-    e = dict(os.environ, PYTHONPATH=str(ROOT / "tools"), **env)
+    e = dict(os.environ, **env)
     proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
     proc.stdout.close()
     err = proc.stderr.read().decode()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 import tarfile
@@ -22,9 +21,8 @@ HOOK = ROOT / "hooks/split-redist-outputs.sh"
 
 
 def run_tool(*args, **kw):
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tools"))
     return subprocess.run([sys.executable, "-m", "redist_features", *args], capture_output=True, text=True,
-                          env=env, timeout=kw.pop("timeout", 300), **kw)
+                          timeout=kw.pop("timeout", 300), **kw)
 
 
 EXPECTED_OUTPUTS = [o for o in OUTPUTS if o in set(redist_fixture.EXPECTED.values())]
@@ -141,9 +139,8 @@ def test_constant_memory_on_a_big_archive(tmp_path):
     small, big = archive("small-archive.tar.xz", 4, 1 << 10), archive("big-archive.tar.xz", 64, 16 << 20)
     peaks = []
     for path in (small, big):
-        code = ("import resource, sys; sys.path.insert(0, %r); from redist_features.inspect import inspect; "
-                "r = inspect(%r); print(r.files['lib'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-                % (str(ROOT / "tools"), path))
+        code = ("import resource; from redist_features.inspect import inspect; "
+                "r = inspect(%r); print(r.files['lib'], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)" % path)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
         peaks.append(int(out[1]))
     assert int(out[0]) == 64

@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
 
 HEAVY = ("numpy", "igraph", "orjson", "networkx", "rich", "shutil", "dataclasses")
 PROBE = """
@@ -29,7 +28,7 @@ print(json.dumps(sorted(m for m in sys.modules if m in {heavy!r} or m.startswith
 def modules(*argv: str) -> list[str]:
     """The heavy libraries and the command modules that `closure-audit ARGV` imported."""
     p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True,
-                       env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin"})
+                       env={"PATH": "/usr/bin:/bin"})
     return json.loads(p.stderr.strip().splitlines()[-1])
 
 
@@ -61,7 +60,7 @@ def test_the_closure_commands_load_the_graph_libraries(tmp_path):
 def test_help_fits_the_terminal_width_it_is_given():
     def help_text(columns: int) -> list[str]:
         p = subprocess.run([sys.executable, "-m", "closure_audit", "archs", "--help"], capture_output=True,
-                           text=True, env={"PYTHONPATH": str(ROOT / "tools"), "PATH": "/usr/bin:/bin",
+                           text=True, env={"PATH": "/usr/bin:/bin",
                                            "COLUMNS": str(columns)})
         assert p.returncode == 0
         return p.stdout.split("\n\n", 1)[1].splitlines()  # after the usage, which argparse cannot always wrap

@@ -20,6 +20,7 @@ python3Packages.buildPythonApplication {
     inherit root;
     fileset = lib.fileset.unions [
       (root + "/pyproject.toml")
+      (root + "/setup.py")
       (root + "/README.md")
       (root + "/LICENSE")
       (root + "/tools")

@@ -551,7 +551,6 @@ def main() -> int:
     import os
     import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
     from closure_audit.elf.reader import parse_elf
 
     ap = argparse.ArgumentParser(description="detection rate of the ELF reader on a malformed corpus")

@@ -57,16 +57,17 @@ def parse_capability(text: str) -> tuple[int, int, str]:
 
 @functools.lru_cache(maxsize=1)
 def capability_table() -> dict:
-    """lib/data/cuda-capabilities.json: from the source tree when running from
-    it, else as installed (the nixcuda_data package)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    source = os.path.join(here, "..", "..", "..", "lib", "data", "cuda-capabilities.json")
-    if os.path.exists(source):
-        with open(source, encoding="utf-8") as f:
-            return json.load(f)["capabilities"]
-    from importlib.resources import files
+    """lib/data/cuda-capabilities.json, as installed: the nixcuda_data package.
+    Read from its directory, not through importlib.resources, which cannot read
+    the namespace package an editable install maps (Python 3.11)."""
+    import nixcuda_data  # the data files: only where the table is read
 
-    return json.loads((files("nixcuda_data") / "cuda-capabilities.json").read_text())["capabilities"]
+    for directory in nixcuda_data.__path__:
+        path = os.path.join(directory, "cuda-capabilities.json")
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["capabilities"]
+    raise FileNotFoundError(f"cuda-capabilities.json is in none of {list(nixcuda_data.__path__)}")
 
 
 def family(major: int, minor: int) -> str:
