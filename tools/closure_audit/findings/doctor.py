@@ -7,7 +7,7 @@ load (as the loader model resolves it: through a driver directory in the
 runpath in a Nix store, the host's directories in a tree); the user-space
 driver's version against the kernel module's; the driver against what the
 target's CUDA runtime needs; the GPUs and whether the target's GPU code runs
-on each.
+on each. What they judge of a target, target_facts() takes from its audit.
 """
 
 from __future__ import annotations
