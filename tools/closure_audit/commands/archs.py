@@ -8,7 +8,7 @@ import argparse
 from ..errors import Exit, UsageError
 from ..gpu.request import from_nix_config, make_request
 from ..output.json_report import archs_json
-from ..output.progress import progress
+from ..output import progress
 from . import options
 
 
@@ -69,6 +69,6 @@ def run(args) -> int:
         targets, roots = [p for p in closure.paths if closure.on_disk(p)], closure.roots
     elif args.build:
         raise UsageError("--build needs --closure")
-    report = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress)
+    report = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress.progress)
     options.show(args.json, lambda: archs_json(report), lambda t: t.render_archs(t.console(), report))
     return Exit.FAILED if report.failed else Exit.OK

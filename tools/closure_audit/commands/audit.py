@@ -7,7 +7,7 @@ import os
 
 from ..errors import Exit, UsageError
 from ..output.json_report import audit_json
-from ..output.progress import progress
+from ..output import progress
 from . import options
 
 
@@ -42,7 +42,7 @@ def run(args) -> int:
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
     targets = [installable(t, args.build) for t in args.targets]
     closure = store_closure(targets, args.path_info, args.build)
-    report, chain = audit.run(audit.Options(targets, policy, closure, args.root, args.tree), progress)
+    report, chain = audit.run(audit.Options(targets, policy, closure, args.root, args.tree), progress.progress)
     options.show(args.json, lambda: audit_json(report, chain),
                  lambda t: t.render_audit(report, t.console(), chain, args.opened))
     return Exit.FAILED if report.failed else Exit.OK

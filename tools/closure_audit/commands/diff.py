@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..findings.rules import exit_status
 from ..output.json_report import diff_json
 from ..output.markdown import check_markdown_option, diff_markdown, write_summary
-from ..output.progress import progress
+from ..output import progress
 from . import options
 
 
@@ -28,7 +28,7 @@ def run(args) -> int:
     store = options.open_store(args, evidence=args.evidence)
     old = options.read_closure(args.old, None, args.build, store)
     new = options.read_closure(args.new, None, args.build, store)
-    r = diff.run(diff.Options(old, new, policy), progress)
+    r = diff.run(diff.Options(old, new, policy), progress.progress)
     write_summary(lambda: diff_markdown(old, new, r.packages, r.findings, r.explanations, r.old_size, r.new_size),
                   args.markdown)
     if args.json or args.markdown != "-":

@@ -13,7 +13,7 @@ import os
 from ..errors import UsageError
 from ..findings.rules import exit_status
 from ..output.json_report import doctor_json
-from ..output.progress import progress
+from ..output import progress
 from . import options
 
 
@@ -38,7 +38,7 @@ def run(args) -> int:
         raise UsageError(f"--root is not a directory: {args.root}")
     policy = options.load_policy(args)
     targets = resolve_installables(args.targets, args.build) if args.targets else []
-    result = doctor.run(doctor.Options(args.root, targets, policy), progress)
+    result = doctor.run(doctor.Options(args.root, targets, policy), progress.progress)
     options.show(args.json, lambda: doctor_json(*result), lambda t: t.render_doctor(t.console(), *result))
     return exit_status(result.findings)
 

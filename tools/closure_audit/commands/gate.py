@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..findings.rules import exit_status
 from ..output.json_report import gate_json
 from ..output.markdown import check_markdown_option, gate_markdown, write_summary
-from ..output.progress import progress
+from ..output import progress
 from . import options
 
 
@@ -44,7 +44,7 @@ def run(args) -> int:
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
     store = options.open_store(args, evidence=args.evidence)
-    results, found = gate.run(gate.Options(budgets, policy, args.all_chains, args.build, store), progress)
+    results, found = gate.run(gate.Options(budgets, policy, args.all_chains, args.build, store), progress.progress)
     write_summary(lambda: gate_markdown(results, found), args.markdown)
     if args.html is not None:
         html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import Exit
 from ..findings.rules import exit_status
 from ..output.json_report import why_json
-from ..output.progress import progress
+from ..output import progress
 from . import options
 
 
@@ -32,7 +32,7 @@ def run(args) -> int:
         # The dump names its roots: every word is a pattern.
         target, patterns = None, [target, *patterns]
     closure = options.read_closure(target, args.path_info, args.build, options.open_store(args, evidence=True))
-    result = why.run(why.Options(closure, policy, patterns, args.all_chains), progress)
+    result = why.run(why.Options(closure, policy, patterns, args.all_chains), progress.progress)
     options.show(args.json,
                  lambda: why_json(closure, result.explanations, result.findings, result.added, result.bytes_scanned),
                  lambda t: t.render_why(t.console(), closure, result.explanations, result.findings, result.added,
