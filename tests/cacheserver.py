@@ -9,7 +9,8 @@ Faults, per request path:
   in half, the Content-Length kept);
 - `status`: an HTTP status for every request (500 to everything);
 - `override`: path -> bytes (served instead of the file) or an int status.
-It counts requests per path and the most it ever answered at once.
+It counts requests per path, the connections it accepted, and the most it
+ever answered at once.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class CacheServer:
         self.status: int | None = None
         self.override: dict[str, bytes | int] = {}
         self.requests: Counter = Counter()
+        self.connections = 0
         self.in_flight = 0
         self.most_in_flight = 0
         self._lock = threading.Lock()
@@ -45,6 +47,8 @@ class CacheServer:
                 # Headers and body go out in two writes: without this, Nagle's
                 # algorithm and delayed ACKs would add 40 ms to each answer.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with server._lock:
+                    server.connections += 1
 
             def log_message(self, *args):
                 pass
@@ -74,6 +78,7 @@ class CacheServer:
         self.latency, self.fail_first, self.status = 0.0, None, None
         self.override = {}
         self.requests.clear()
+        self.connections = 0
         self.most_in_flight = 0
 
     def __enter__(self):

@@ -212,6 +212,16 @@ def test_a_missing_referenced_narinfo(store, server, tmp_path):
                  store["cudatoolkit"])
 
 
+def test_an_answer_of_not_found_keeps_the_connection(store, server):
+    """why-build asks about many paths a cache lacks: each 404 is read to its
+    end and its connection used again, never one new connection per miss."""
+    cache = _open(server, workers=1)
+    missing = [f"{os.path.dirname(store['torch'])}/{c * 32}-absent" for c in "abcdfghijk"]
+    assert [cache.narinfo(p, missing_ok=True) for p in missing] == [None] * 10
+    assert cache.narinfo(store["torch"]).store_path == store["torch"]
+    assert server.connections == 1
+
+
 def test_narinfo_of_another_path(store, caches, server):
     server.override[narinfo_name(store["cudatoolkit"])] = (
         caches["xz"] / narinfo_name(store["magma"])).read_bytes()

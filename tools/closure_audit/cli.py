@@ -29,7 +29,8 @@ from .errors import Exit, InputError, UsageError
 # - A command module is imported for its `--help`: at its top it imports only
 #   light modules (commands/options.py, output/json_report.py, markdown.py,
 #   progress.py); its run() imports the ops/ module it calls and any heavier
-#   one it uses, and options.show() output/terminal.py (rich) for a terminal.
+#   one it uses, and output.show() imports output/terminal.py (rich) for a
+#   terminal.
 # - Every other module imports at its top, except, inside the function that
 #   needs them, what a light path would pay for without using it: numpy and
 #   igraph (closure/graph.py and what imports it), orjson, rich, zstandard,
@@ -46,6 +47,8 @@ COMMANDS = {
     "report": "write one self-contained HTML page: a treemap of added sizes, the forbidden chains, "
               "every path's details",
     "doctor": "will CUDA programs of the targets run on this host: driver, versions, GPUs, GPU code",
+    "why-build": "what Nix will build instead of download for TARGET, and (with --like) the setting that "
+                 "caused it",
 }
 
 
@@ -81,7 +84,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def command(name: str):
-    return importlib.import_module(f".commands.{name}", __package__)
+    return importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -57,3 +57,17 @@ def version(tool: str) -> tuple[int, ...]:
     words = run([tool, "--version"], "nix --version").split()
     match = re.match(r"(\d+(?:\.\d+)*)", words[-1]) if words else None
     return tuple(int(p) for p in match.group(1).split(".")) if match else ()
+
+
+def config() -> dict[str, str]:
+    """Nix's settings as the user has them: `nix config show` (Nix 2.20 and
+    newer) or `nix show-config` (older), `name = value` lines."""
+    tool = find("nix", why="to read Nix's settings (or give --store URL)")
+    command = ["config", "show"] if version(tool) >= (2, 20) else ["show-config"]
+    out = run([tool, *FLAGS, *command], f"nix {' '.join(command)}")
+    settings = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep:
+            settings[key.strip()] = value.strip()
+    return settings

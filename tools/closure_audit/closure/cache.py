@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
 from ..storepath import hash_part, is_store_basename
-from .graph import Closure, build_graph
 from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
@@ -93,9 +92,11 @@ class BinaryCache:
 
     # -- narinfo -----------------------------------------------------------------------
 
-    def narinfo(self, path: str, referrer: str | None = None) -> NarInfo:
+    def narinfo(self, path: str, referrer: str | None = None, missing_ok: bool = False) -> NarInfo | None:
         """The checked narinfo of `path`; `referrer` is the path that
-        references it, for the message when it is missing."""
+        references it, for the message when it is missing. With `missing_ok`,
+        None when the cache has no narinfo for it (any other failure still
+        raises: a cache that cannot be read never answers "missing")."""
         known = self.known.get(path)
         if known is not None:
             return known
@@ -107,6 +108,8 @@ class BinaryCache:
             try:
                 text = self.transport.get(f"{key}.narinfo").decode("utf-8")
             except NotFound:
+                if missing_ok:
+                    return None
                 by = f" (referenced by {referrer})" if referrer else ""
                 raise ClosureError(f"{path}{by}: the binary cache {self.url} has no narinfo for it") from None
             except FetchError as exc:
@@ -117,11 +120,11 @@ class BinaryCache:
             info = parse_narinfo(text, store)
         except NarInfoError as exc:
             if not fresh:  # a damaged copy in the local cache: fetch it again
-                return self._refetch(path, referrer)
+                return self._refetch(path, referrer, missing_ok)
             raise ClosureError(f"{path}: its narinfo in {self.url} is damaged: {exc}") from None
         if info.store_path != path:
             if not fresh:
-                return self._refetch(path, referrer)
+                return self._refetch(path, referrer, missing_ok)
             raise ClosureError(f"{path}: the binary cache {self.url} answers with the narinfo of "
                                f"{info.store_path} instead")
         if self.trusted_keys is not None:
@@ -133,10 +136,10 @@ class BinaryCache:
         self.known[path] = info
         return info
 
-    def _refetch(self, path: str, referrer: str | None) -> NarInfo:
+    def _refetch(self, path: str, referrer: str | None, missing_ok: bool) -> NarInfo | None:
         refresh, self.refresh = self.refresh, True
         try:
-            return self.narinfo(path, referrer)
+            return self.narinfo(path, referrer, missing_ok)
         finally:
             self.refresh = refresh
 
@@ -208,7 +211,10 @@ class BinaryCache:
             pool.shutdown(wait=True, cancel_futures=True)
         return found
 
-    def closure(self, roots: list[str]) -> Closure:
+    def closure(self, roots: list[str]):
+        # graph.py brings numpy (a quarter of a second to import), which why-build, asking only narinfos, never needs.
+        from .graph import Closure, build_graph
+
         infos = self.narinfos(roots)
         entries = {p: {"nar_size": i.nar_size, "references": list(i.references)} for p, i in infos.items()}
         roots = list(dict.fromkeys(self.check_target(r) for r in roots))

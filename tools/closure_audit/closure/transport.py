@@ -195,6 +195,8 @@ class Transport:
                 yield resp
             except _TRANSIENT_ERRORS as exc:
                 raise _Transient(_describe(exc)) from None
+        except NotFound:
+            raise  # its answer was read to the end: the connection is kept (below), as for a 200
         except BaseException:
             if conn is not None:
                 conn.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import output
 from ..errors import Exit, UsageError
 from ..gpu.request import from_nix_config, make_request
 from ..output.json_report import archs_json
@@ -70,5 +71,5 @@ def run(args) -> int:
     elif args.build:
         raise UsageError("--build needs --closure")
     report = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress.progress)
-    options.show(args.json, lambda: archs_json(report), lambda t: t.render_archs(t.console(), report))
+    output.show(args.json, lambda: archs_json(report), lambda t: t.render_archs(t.console(), report))
     return Exit.FAILED if report.failed else Exit.OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from .. import output
 from ..errors import Exit, UsageError
 from ..output.json_report import audit_json
 from ..output import progress
@@ -43,7 +44,7 @@ def run(args) -> int:
     targets = [installable(t, args.build) for t in args.targets]
     closure = store_closure(targets, args.path_info, args.build)
     report, chain = audit.run(audit.Options(targets, policy, closure, args.root, args.tree), progress.progress)
-    options.show(args.json, lambda: audit_json(report, chain),
+    output.show(args.json, lambda: audit_json(report, chain),
                  lambda t: t.render_audit(report, t.console(), chain, args.opened))
     return Exit.FAILED if report.failed else Exit.OK
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..findings.rules import exit_status
 from ..output.json_report import diff_json
 from ..output.markdown import check_markdown_option, diff_markdown, write_summary
@@ -32,6 +33,6 @@ def run(args) -> int:
     write_summary(lambda: diff_markdown(old, new, r.packages, r.findings, r.explanations, r.old_size, r.new_size),
                   args.markdown)
     if args.json or args.markdown != "-":
-        options.show(args.json, lambda: diff_json(old, new, r.packages, r.findings, r.old_size, r.new_size),
+        output.show(args.json, lambda: diff_json(old, new, r.packages, r.findings, r.old_size, r.new_size),
                      lambda t: t.render_diff(t.console(), old, new, r.packages, r.findings, r.old_size, r.new_size))
     return exit_status(r.findings)

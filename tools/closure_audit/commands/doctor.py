@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from .. import output
 from ..errors import UsageError
 from ..findings.rules import exit_status
 from ..output.json_report import doctor_json
@@ -39,7 +40,7 @@ def run(args) -> int:
     policy = options.load_policy(args)
     targets = resolve_installables(args.targets, args.build) if args.targets else []
     result = doctor.run(doctor.Options(args.root, targets, policy), progress.progress)
-    options.show(args.json, lambda: doctor_json(*result), lambda t: t.render_doctor(t.console(), *result))
+    output.show(args.json, lambda: doctor_json(*result), lambda t: t.render_doctor(t.console(), *result))
     return exit_status(result.findings)
 
 

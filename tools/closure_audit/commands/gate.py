@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..findings.rules import exit_status
 from ..output.json_report import gate_json
 from ..output.markdown import check_markdown_option, gate_markdown, write_summary
@@ -49,5 +50,5 @@ def run(args) -> int:
     if args.html is not None:
         html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))
     if args.json or args.markdown != "-":
-        options.show(args.json, lambda: gate_json(results, found), lambda t: t.render_gate(t.console(), results, found))
+        output.show(args.json, lambda: gate_json(results, found), lambda t: t.render_gate(t.console(), results, found))
     return exit_status(found)

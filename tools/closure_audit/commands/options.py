@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 
 from ..closure import HTTP_CONNECTIONS
 from ..errors import UsageError
 from ..findings import policy
-from ..output.json_report import emit
 from ..targets import CLOSURE_TARGETS
 
 
@@ -46,6 +44,15 @@ def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None
     p.add_argument("--store", metavar="URL",
                    help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], https://...) "
                         "instead of the local store; targets are then full store paths (docs/store.md)")
+    add_cache_options(p)
+    if evidence_option:
+        p.add_argument("--evidence", action="store_true",
+                       help="with --store: stream the NARs of each chain's hops for byte-level evidence "
+                            "(without it, no NAR is downloaded)")
+
+
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    """How binary caches are read: signatures, the local narinfo cache, connections."""
     p.add_argument("--trusted-public-keys", metavar="KEYS",
                    help="with --store: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
                         "valid signature by one of them")
@@ -54,10 +61,6 @@ def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None
     p.add_argument("--http-connections", type=int, metavar="N",
                    help=f"with --store: requests in flight at once, over as many connections (default "
                         f"{HTTP_CONNECTIONS})")
-    if evidence_option:
-        p.add_argument("--evidence", action="store_true",
-                       help="with --store: stream the NARs of each chain's hops for byte-level evidence "
-                            "(without it, no NAR is downloaded)")
 
 
 def open_store(args, evidence: bool):
@@ -70,9 +73,7 @@ def open_store(args, evidence: bool):
             if given:
                 raise UsageError(f"{flag} needs --store")
         return None
-    connections = HTTP_CONNECTIONS if args.http_connections is None else args.http_connections
-    if connections < 1:
-        raise UsageError("--http-connections must be at least 1")
+    connections = http_connections(args)
     if getattr(args, "path_info", None):  # FILE, or the gate's NAME=FILE list
         raise UsageError("--store reads closures from the binary cache: give no --path-info")
     if getattr(args, "build", False):
@@ -84,6 +85,13 @@ def open_store(args, evidence: bool):
     keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
     cache = BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
     return lambda roots: read_closure(cache, roots, evidence)
+
+
+def http_connections(args) -> int:
+    connections = HTTP_CONNECTIONS if args.http_connections is None else args.http_connections
+    if connections < 1:
+        raise UsageError("--http-connections must be at least 1")
+    return connections
 
 
 def read_closure(target: str | list[str] | None, path_info: str | None, build: bool, store=None):
@@ -107,13 +115,3 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
 
 def load_policy(args):
     return policy.load_policy(args.policy)
-
-
-def show(as_json: bool, document: Callable[[], dict], render: Callable) -> None:
-    """The JSON document, or `render(output.terminal)`: rich loads only for the latter (cli.py)."""
-    if as_json:
-        emit(document())
-    else:
-        from ..output import terminal
-
-        render(terminal)

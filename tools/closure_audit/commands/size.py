@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..errors import Exit, UsageError
 from ..output.json_report import size_json
 from . import options
@@ -25,6 +26,6 @@ def run(args) -> int:
     closure = options.read_closure(args.targets or None, args.path_info, args.build,
                                    options.open_store(args, evidence=False))
     rows, total = size.run(size.Options(closure, None if args.all else args.top))
-    options.show(args.json, lambda: size_json(closure, rows, total),
+    output.show(args.json, lambda: size_json(closure, rows, total),
                  lambda t: t.render_size(t.console(), closure, rows, total))
     return Exit.OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..errors import Exit
 from ..findings.rules import exit_status
 from ..output.json_report import why_json
@@ -33,7 +34,7 @@ def run(args) -> int:
         target, patterns = None, [target, *patterns]
     closure = options.read_closure(target, args.path_info, args.build, options.open_store(args, evidence=True))
     result = why.run(why.Options(closure, policy, patterns, args.all_chains), progress.progress)
-    options.show(args.json,
+    output.show(args.json,
                  lambda: why_json(closure, result.explanations, result.findings, result.added, result.bytes_scanned),
                  lambda t: t.render_why(t.console(), closure, result.explanations, result.findings, result.added,
                                         bool(patterns)))

@@ -15,9 +15,6 @@ What runs where (NVIDIA's compatibility rules):
 
 from __future__ import annotations
 
-import functools
-import json
-import os
 import re
 from collections import namedtuple
 
@@ -55,19 +52,11 @@ def parse_capability(text: str) -> tuple[int, int, str]:
     return int(m[1]), int(m[2]), m[3]
 
 
-@functools.lru_cache(maxsize=1)
 def capability_table() -> dict:
-    """lib/data/cuda-capabilities.json, as installed: the nixcuda_data package.
-    Read from its directory, not through importlib.resources, which cannot read
-    the namespace package an editable install maps (Python 3.11)."""
-    import nixcuda_data  # the data files: only where the table is read
+    """lib/data/cuda-capabilities.json's capabilities."""
+    from ..data import table
 
-    for directory in nixcuda_data.__path__:
-        path = os.path.join(directory, "cuda-capabilities.json")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)["capabilities"]
-    raise FileNotFoundError(f"cuda-capabilities.json is in none of {list(nixcuda_data.__path__)}")
+    return table("cuda-capabilities.json")["capabilities"]
 
 
 def family(major: int, minor: int) -> str:

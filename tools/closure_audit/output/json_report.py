@@ -233,3 +233,25 @@ def doctor_json(host, facts, checks, findings) -> dict:
                                     "model_capability": g.model_capability, "model_source": g.model_source}
                                    for g in host.gpus]},
                     checks=[c.to_json() for c in checks])
+
+
+def why_build_json(targets: list[str], plan, names: dict[str, str], causes) -> dict:
+    return envelope("why-build", targets, "nix-store", [],
+                    {"build": len(plan.build), "fetch": len(plan.fetch), "root_causes": len(causes)},
+                    build=[{"drv": d, "name": names[d], "because": plan.because[d]} for d in plan.build],
+                    fetch=[{"path": f.path, "download_size": f.download_size, "nar_size": f.info.nar_size,
+                            "store": f.store} for f in plan.fetch],
+                    download_size=plan.download_size, nar_size=plan.nar_size,
+                    root_causes=[{"drv": c.drv, "name": c.name, "like": c.like, "like_cached": c.like_cached,
+                                  "differences": [_difference_json(d) for d in c.differences],
+                                  "settings": [{"setting": s.setting, "old": s.old, "new": s.new}
+                                               for s in c.settings]} for c in causes])
+
+
+def _difference_json(d) -> dict:
+    return {"kind": d.kind, "name": d.name, "old": d.old, "new": d.new, "added": _list(d.added),
+            "dropped": _list(d.dropped), "setting": d.setting}
+
+
+def _list(items):
+    return None if items is None else list(items)

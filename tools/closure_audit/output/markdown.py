@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ..errors import UsageError
 from ..findings.rules import has_error
-from ..storepath import name_part
+from ..storepath import name_part, top_store_path
 from ..units import format_growth, format_size
 from .text import printable, version_change
 
@@ -128,3 +128,42 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.abspath(a) == os.path.abspath(b)
+
+
+def setting_text(s) -> str:
+    """`cudaCapabilities 7.5;8.0;8.6;8.9;9.0 → 8.9`."""
+    return f"{s.setting} {s.old if s.old is not None else '∅'} → {s.new if s.new is not None else '∅'}"
+
+
+def why_build_markdown(targets: list[str], plan, names: dict[str, str], causes) -> str:
+    """The gate's style: a verdict naming the settings that take the targets
+    off the cache, the plan's counts, then each root cause with its like."""
+    # A .drv path is shown by its name; an installable as given.
+    what = ", ".join(f"`{_cell(name_part(t).removesuffix('.drv') if top_store_path(t) == t else t)}`"
+                     for t in targets)
+    if not plan.build:
+        lines = ["## closure-audit why-build: ✅ from the cache", "",
+                 f"{what}: nothing to build; {len(plan.fetch)} paths to fetch ({format_size(plan.download_size)})."]
+        return "\n".join(lines) + "\n"
+    reasons = list(dict.fromkeys(setting_text(s) for c in causes for s in c.settings))
+    lines = ["## closure-audit why-build: ❌ builds from source", "",
+             f"this change takes {what} off the cache"
+             + (f": {_cell('; '.join(reasons))}" if reasons else "") + "", "",
+             f"{len(plan.build)} derivations to build, {len(plan.fetch)} paths to fetch "
+             f"({format_size(plan.download_size)} download, {format_size(plan.nar_size)} unpacked).", "",
+             "| root cause | like | cached | setting | differences |", "| --- | --- | --- | --- | --- |"]
+    for c in causes[:MAX_FINDINGS]:
+        like = f"`{_cell(name_part(c.like))}`" if c.like else "—"
+        cached = "—" if c.like_cached is None else "yes" if c.like_cached else "no"
+        setting = _cell("; ".join(setting_text(s) for s in c.settings)) or "—"
+        diffs = _cell(", ".join(f"{d.kind} {d.name}" for d in c.differences[:8])) or "—"
+        lines.append(f"| `{_cell(c.name)}` | {like} | {cached} | {setting} | {diffs} |")
+    if len(causes) > MAX_FINDINGS:
+        lines.append(f"| … {len(causes) - MAX_FINDINGS} more in the JSON report | | | | |")
+    dragged = [d for d in plan.build if plan.because[d]]
+    if dragged:
+        lines += ["", "<details><summary>built because of their inputs</summary>", ""]
+        lines += [f"- `{_cell(names[d])}` ← {_cell(', '.join(names[b] for b in plan.because[d]))}"
+                  for d in dragged[:MAX_PACKAGES]]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from rich.tree import Tree
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject, Resolution
 from ..findings.rules import ERROR, INFO, RULES, SEVERITIES, SEVERITY_RANK, WARNING
-from ..storepath import name_part
+from ..storepath import name_part, top_store_path
 from ..paths import relative_to
 from ..units import format_growth, format_size
 from .text import printable, version_change
@@ -492,3 +492,59 @@ def render_doctor(console, host, facts, checks, findings) -> None:
         table.add_row(Text(word, style=style), c.check, text)
     console.print(table)
     verdict(console, findings)
+
+
+# -- why-build -----------------------------------------------------------------------
+
+def _difference_text(d) -> Text:
+    t = Text(f"{d.kind} {printable(d.name)}: ", style="dim")
+    if d.added is not None:
+        t.append(" ".join([f"+{printable(i)}" for i in d.added] + [f"-{printable(i)}" for i in d.dropped]) or "reordered")
+    else:
+        t.append(printable(f"{_short_value(d.old)} → {_short_value(d.new)}"))
+    return t
+
+
+def _short_value(value) -> str:
+    if value is None:
+        return "∅"
+    text = value if isinstance(value, str) else " ".join(value)
+    text = _store_name(text) if top_store_path(text) == text else text
+    return text if len(text) <= 80 else text[:77] + "…"
+
+
+def render_why_build(console, targets: list[str], plan, names: dict[str, str], causes) -> None:
+    from .markdown import setting_text
+
+    header(console, "why-build", "nix-store", targets)
+    console.print(f"{_plural(len(plan.build), 'derivation')} to build, {_plural(len(plan.fetch), 'path')} to fetch "
+                  f"({format_size(plan.download_size)} download, {format_size(plan.nar_size)} unpacked)")
+    if not plan.build:
+        console.print()
+        console.print(Text("OK: nothing to build", style="bold green"))
+        return
+    tree = Tree(Text("root causes", style="bold"))
+    for c in causes:
+        label = Text(printable(c.name), style="bold red")
+        if c.like is not None:
+            label.append(f"  like {printable(_store_name(c.like))} "
+                         f"({'in the cache' if c.like_cached else 'not in the cache either'})", style="dim")
+        branch = tree.add(label)
+        for s in c.settings:
+            branch.add(Text(printable(setting_text(s)), style="yellow"))
+        for d in c.differences[:MAX_ROWS]:
+            branch.add(_difference_text(d))
+        if len(c.differences) > MAX_ROWS:
+            branch.add(Text(f"… {len(c.differences) - MAX_ROWS} more (--json lists all)", style="dim"))
+    console.print()
+    console.print(tree)
+    dragged = [d for d in plan.build if plan.because[d]]
+    if dragged:
+        console.print()
+        console.print(Text("built because of their inputs", style="bold"))
+        for d in dragged[:MAX_PACKAGES]:
+            console.print(Text(f"  {printable(names[d])} ← {printable(', '.join(names[b] for b in plan.because[d]))}"))
+        if len(dragged) > MAX_PACKAGES:
+            console.print(Text(f"  … {len(dragged) - MAX_PACKAGES:,} more (--json lists all)", style="dim"))
+    console.print()
+    console.print(Text(f"FAIL: {_plural(len(plan.build), 'derivation')} to build", style="bold red"))

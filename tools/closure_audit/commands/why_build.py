@@ -1,0 +1,40 @@
+"""`closure-audit why-build`: what Nix will build instead of fetching, and
+the setting that caused it (docs/why-build.md)."""
+
+from __future__ import annotations
+
+from .. import output
+from ..errors import Exit
+from ..output.json_report import why_build_json
+from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
+from . import options
+
+
+def add_arguments(p) -> None:
+    p.description = ("closure-audit why-build: the derivations Nix will build and the paths it will fetch for "
+                     "TARGET, the root causes of the rebuild and, with --like REF, how each differs from the "
+                     "same derivation as the cache builds it (docs/why-build.md).")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help="a .drv store path or an installable")
+    p.add_argument("--like", metavar="REF",
+                   help="the same thing as the cache builds it (a .drv or an installable): each root cause is "
+                        "compared with REF's derivation of the same name")
+    p.add_argument("--store", metavar="URL", action="append",
+                   help="a binary cache to consult (file://, http://, https://), repeatable; default: Nix's "
+                        "configured substituters")
+    options.add_cache_options(p)
+    options.add_json(p)
+    options.add_markdown(p)
+
+
+def run(args) -> int:
+    from ..ops import why_build
+
+    check_markdown_option(args.markdown, args.json)
+    workers = options.http_connections(args)
+    r = why_build.run(why_build.Options(args.targets, args.like, args.store, args.trusted_public_keys, args.refresh,
+                                        workers))
+    write_summary(lambda: why_build_markdown(args.targets, r.plan, r.names, r.causes), args.markdown)
+    if args.json or args.markdown != "-":
+        output.show(args.json, lambda: why_build_json(*r),
+                    lambda t: t.render_why_build(t.console(), *r))
+    return Exit.FAILED if r.plan.build else Exit.OK
