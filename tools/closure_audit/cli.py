@@ -35,8 +35,8 @@ from .errors import Exit, InputError, UsageError
 #   needs them, what a light path would pay for without using it: numpy and
 #   igraph (closure/graph.py and what imports it), orjson, rich, zstandard,
 #   lz4, zipfile, tomllib, multiprocessing, nix.py (shutil, subprocess),
-#   dataclasses, nixcuda_data (where its table is read), and difflib for one
-#   message.
+#   dataclasses, nixcuda_data (where its table is read), difflib for one
+#   message, and the audit's readers in `doctor` without a target.
 COMMANDS = {
     "audit": "resolve every needed library of every ELF file in the targets",
     "why": "why paths are in a closure: chains and byte-level evidence",

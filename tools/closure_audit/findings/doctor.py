@@ -16,14 +16,12 @@ import os
 from dataclasses import dataclass, field
 
 from ..cuda_redist import wheel_for
-from ..elf.fatbin import read_files
 from ..gpu import release
 from ..gpu.code import capability_table, runs_on
 from ..gpu.driver import TOOLKIT_DRIVER, at_least, library_version_from_name, needs, parse_version
 from ..gpu.release import Need, highest
 from ..host.probe import NIXOS_DRIVER_DIR, Host, find_library
 from ..host.root import Root
-from ..loader.model import DEFAULT, NOT_FOUND
 from ..storepath import name_part, top_store_path
 from .collector import Findings
 from .gpu import Kernels, group, verdict
@@ -94,6 +92,9 @@ class TargetFacts:
 def target_facts(report, loader, host: Host) -> TargetFacts:
     """What the doctor judges of a target, from its audit (ops/audit.py: the
     report and the loader that resolved it)."""
+    from ..elf.fatbin import read_files  # like ops/doctor.py's audit: only for a target
+    from ..loader.model import DEFAULT, NOT_FOUND
+
     env = loader.env
     openers = {r.file for r in report.opened if r.klass == "driver" and r.name.startswith("libcuda.so")}
     objects: dict[str, object] = {}

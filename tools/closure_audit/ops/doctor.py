@@ -12,7 +12,6 @@ from ..findings.doctor import judge_doctor, target_facts
 from ..host.probe import probe
 from ..storepath import store_dir
 from ..targets import is_wheel
-from .audit import audit
 
 # root: the host's root directory; targets: paths (installables resolved).
 Options = namedtuple("Options", "root targets policy")
@@ -27,6 +26,8 @@ def run(options: Options, progress=nullcontext) -> Result:
     host = probe(options.root)
     facts = []
     if options.targets:
+        from .audit import audit  # the readers and resolvers: only for targets, the host alone starts lean
+
         with progress() as shown:
             for group in by_kind(options.targets):
                 report, loader = audit(group, options.policy, progress=shown)
