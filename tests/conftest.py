@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import closure_audit  # noqa: E402
 from closure_audit.elf.reader import parse_sections, read_elf  # noqa: E402
-from parts import CI  # noqa: E402
+from parts import CI, require  # noqa: E402
 
 
 def package_files() -> dict[str, Path]:
@@ -83,11 +83,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "fhs" in item.keywords and not FHS_HOST:
             item.add_marker(skip)
+        if any(m.kwargs.get("nix") for name in ("needs_part", "missing_part") for m in item.iter_markers(name)):
+            item.add_marker(pytest.mark.nix)
 
 
 def pytest_runtest_setup(item):
     for mark in item.iter_markers("missing_part"):
-        pytest.fail(f"CI=true but {mark.args[0]} is missing (ci/setup installs it)", pytrace=False)
+        require(mark.args[0], False)
 
 
 def have(tool: str) -> bool:

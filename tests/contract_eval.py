@@ -18,7 +18,7 @@ FLAKE = "(import ./tests/contract/flake-outputs.nix)"
 PREDICATE = "allowUnfreePredicate = (import ./lib).cuda.allowUnfreePredicate;"
 REAL_LIB = bool(os.environ.get("NIXPKGS_LIB"))
 
-needs_nix_instantiate = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
+needs_nix_instantiate = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None, nix=True)
 
 
 def cuda(extra: str = "") -> str:
@@ -28,7 +28,10 @@ def cuda(extra: str = "") -> str:
 
 def nix_eval(expr: str, check: bool = True, strict: bool = True):
     env = {k: v for k, v in os.environ.items() if k != "NIX_PATH"}
-    cmd = ["nix-instantiate", "--eval", "--json", "-E", expr]
+    # --read-write-mode: the store paths a value names (lib.fileset.toSource's
+    # source) are copied, as when the derivation is instantiated; read-only
+    # evaluation only computes their names.
+    cmd = ["nix-instantiate", "--eval", "--read-write-mode", "--json", "-E", expr]
     if strict:
         cmd.insert(2, "--strict")
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)

@@ -44,7 +44,7 @@ def have_nix() -> bool:
         os.access("/nix/store", os.W_OK) or Path("/nix/var/nix/daemon-socket/socket").exists())
 
 
-needs_nix = needs("Nix (Debian's nix-bin, set up by ci/setup)", have_nix())
+needs_nix = needs("Nix (Debian's nix-bin, set up by ci/setup)", have_nix(), nix=True)
 
 
 def nix_build(tmp_path: Path, body: str, attr: str | None = None) -> list[str]:
@@ -61,10 +61,14 @@ def nix_build(tmp_path: Path, body: str, attr: str | None = None) -> list[str]:
     return p.stdout.split()
 
 
-def path_info(*paths: str) -> dict:
-    p = subprocess.run(["nix", *NIX_FLAGS, "path-info", "--json", "--recursive", *paths],
+def path_info(*paths: str, closure_size: bool = False) -> dict:
+    """`nix path-info --json --recursive`, keyed by path whichever shape this
+    Nix prints (a list before Nix 2.19, an object keyed by path since); the
+    entries hold no "path"."""
+    flags = ["--closure-size"] if closure_size else []
+    p = subprocess.run(["nix", *NIX_FLAGS, "path-info", "--json", "--recursive", *flags, *paths],
                        capture_output=True, text=True, check=True)
     data = json.loads(p.stdout)
     if isinstance(data, list):
-        return {e["path"]: e for e in data}
+        return {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in data}
     return data

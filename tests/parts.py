@@ -15,14 +15,13 @@ import pytest
 CI = os.environ.get("CI", "").lower() == "true"
 
 
-def needs(part: str, present: bool):
+def needs(part: str, present: bool, nix: bool = False):
     """A marker for tests that need `part`: a no-op where it is present, a skip
-    where it is not, and a failure where it is not under CI=true."""
-    if present:
-        return pytest.mark.needs_part(part)
-    if CI:
-        return pytest.mark.missing_part(part)
-    return pytest.mark.skip(reason=f"needs {part}")
+    where it is not, and a failure where it is not under CI=true (conftest.py
+    decides). With `nix`, the part is Nix: the test is also marked `nix`, the
+    tests ci/test runs again on a current Nix (ci/test-current-nix)."""
+    mark = pytest.mark.needs_part if present else pytest.mark.missing_part
+    return mark(part, nix=nix)
 
 
 def require(part: str, present: bool) -> None:

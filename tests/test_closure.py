@@ -242,10 +242,8 @@ def test_multiple_outputs_and_self_reference(store):
 
 def _dumps(store, tmp_path):
     """The same closure in the three JSON shapes Nix has printed."""
-    p = subprocess.run(["nix", "--extra-experimental-features", "nix-command", "path-info", "--json",
-                        "--recursive", "--closure-size", store["torch"]], capture_output=True, text=True, check=True)
-    as_list = json.loads(p.stdout)
-    by_path = {e["path"]: {k: v for k, v in e.items() if k != "path"} for e in as_list}
+    by_path = path_info(store["torch"], closure_size=True)
+    as_list = [{"path": path, **entry} for path, entry in by_path.items()]
     base = {os.path.basename(k): {**v, "storeDir": os.path.dirname(k),
                                    "references": [os.path.basename(r) for r in v["references"]]}
             for k, v in by_path.items()}

@@ -118,6 +118,25 @@ def test_magma_dynamic_with_cuda_is_broken():
     assert got == {"magma": False, "static": True}
 
 
+def test_python_builders_name_and_refuse_as_nixpkgs():
+    """A Python package's name carries the interpreter's prefix, an
+    application's none; one that sets neither pyproject nor format has a name
+    but no drvPath (nixpkgs 25.11 refuses it)."""
+    let = f"""
+      let
+        ps = ({pkgs(overlays="[ ]")}).python3Packages;
+        args = {{ pname = "x"; version = "1"; }};
+        package = ps.buildPythonPackage (args // {{ pyproject = true; }});
+        app = ps.buildPythonApplication (args // {{ format = "setuptools"; }});
+        bare = ps.buildPythonApplication args;
+        try = d: (builtins.tryEval d.drvPath).success;
+      in"""
+    got = nix_eval(f"{let} {{ names = map (d: d.name) [ package app bare ]; ok = map try [ package app bare ]; }}")
+    assert got == {"names": ["python3.13-x-1", "x-1", "x-1"], "ok": [True, True, False]}
+    p = nix_eval(f"{let} bare.drvPath", check=False)
+    assert p.returncode != 0 and "x-1 does not configure a `format`" in error_line(p.stderr)
+
+
 def test_nixpkgs_torch_refuses_cuda_13_and_mismatched_magma():
     got = nix_eval(f"""
       let
@@ -298,7 +317,7 @@ def test_flake_outputs(system):
     assert f["app"]["type"] == "app" and f["app"]["program"].endswith("-closure-audit-0.1.0/bin/closure-audit")
     assert f["checks"] == ["closure-audit", "lib", "torch-archs", "torch-closure"]
     assert f["libCheck"] == {"failures": [], "kind": "runCommand"}
-    assert f["formatter"] == "treefmt"
+    assert f["formatter"] == "nixfmt-tree"
     assert f["shell"]["inputsFrom"][0].startswith("closure-audit") and "nix" in f["shell"]["packages"]
 
 
@@ -326,6 +345,47 @@ def test_nix_reads_the_flake_and_its_lock(tmp_path):
     assert p.returncode == 0, p.stderr
     meta = json.loads(p.stdout)
     assert meta["locks"]["nodes"]["nixpkgs"]["locked"]["rev"] == "9a0231af9b19ed3d5716fb8dab613019c30a80b5"
+
+
+def _repository_copy(dest):
+    """The repository as a flake sees it: what .gitignore leaves, without .git."""
+    ignored = [line.strip().strip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(".git", *ignored))
+    return dest
+
+
+def test_nix_evaluates_the_flake_on_the_stub(tmp_path):
+    """Nix itself evaluates the flake (`nix flake show`, `nix flake check
+    --no-build`), its nixpkgs input the contract stub as a flake
+    (tests/contract/stub-flake): outputs of the right kinds, overlays as Nix
+    wants them, derivations whose drvPaths are store paths."""
+    require("nix", shutil.which("nix") is not None)
+    flake = _repository_copy(tmp_path / "nixcuda")
+    stub = _repository_copy(tmp_path / "nixpkgs")
+    for name in ("flake.nix", "default.nix"):
+        shutil.copy(ROOT / "tests/contract/stub-flake" / name, stub / name)
+    args = [f"path:{flake}", "--override-input", "nixpkgs", f"path:{stub}"]
+
+    def nix_flake(*command):
+        p = subprocess.run(["nix", "--extra-experimental-features", "nix-command flakes", "flake", *command, *args],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    shown = json.loads(nix_flake("show", "--json"))
+    system = {"x86_64": "x86_64-linux", "aarch64": "aarch64-linux"}[os.uname().machine]
+    assert shown["packages"][system]["default"]["name"].startswith("closure-audit-")
+    assert shown["apps"][system]["closure-audit"]["type"] == "app"
+    assert set(shown["checks"][system]) == {"closure-audit", "lib", "torch-archs", "torch-closure"}
+    assert shown["formatter"][system]["name"] == "nixfmt-tree"
+    assert shown["devShells"][system]["default"]["type"] == "derivation"
+    assert {o["type"] for o in shown["overlays"].values()} == {"nixpkgs-overlay"}
+    # Since Nix 2.16 flake check evaluates only this system's outputs unless asked.
+    version = re.search(r"(\d+)\.(\d+)", subprocess.run(["nix", "--version"], capture_output=True,
+                                                          text=True).stdout)
+    every_system = ["--all-systems"] if tuple(map(int, version.groups())) >= (2, 16) else []
+    nix_flake("check", "--no-build", *every_system)
 
 
 # The CUDA package sets.

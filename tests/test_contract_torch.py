@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sysconfig
 
 import pytest
 
@@ -239,7 +240,7 @@ def test_hydra_jobs_match_the_workflow():
       gpu = f.hydraJobs.torch-gpu.aarch64-linux.stubArgs.requiredSystemFeatures;
     }}""")
     assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-archs", "torch-closure"],
-                    "torch": "torch-2.9.1", "gpu": ["cuda"]}
+                    "torch": "python3.13-torch-2.9.1", "gpu": ["cuda"]}
     spec = json.loads((ROOT / "ci/hydra/spec.json").read_text())
     assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
     workflow = (ROOT / ".github/workflows/nixcuda.yml").read_text()
@@ -264,7 +265,7 @@ def test_torch_archs_check_runs_its_script(tmp_path, capabilities, forward, stat
     Nvcc(find_nvcc(), tmp_path).build("torch/lib/libtorch_cuda.so", gencode("86:sm_86", "90:[sm_90,compute_90]"))
     out = tmp_path / "out"
     env = {**os.environ, "out": str(out), "torch": str(tmp_path / "torch"), "capabilities": capabilities,
-           "forwardCompat": forward, "PATH": f"{ROOT / '.venv/bin'}{os.pathsep}{os.environ['PATH']}"}
+           "forwardCompat": forward, "PATH": f"{sysconfig.get_path('scripts')}{os.pathsep}{os.environ['PATH']}"}
     p = subprocess.run(["bash", "-euo", "pipefail", "-c", t["archs"]["buildCommand"]], env=env,
                        capture_output=True, text=True)
     assert p.returncode == status, p.stderr

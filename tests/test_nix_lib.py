@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from conftest import ROOT
-from parts import needs
+from contract_eval import needs_nix_instantiate
 
 GOLDEN = json.loads((ROOT / "tests/golden/cuda-flags.json").read_text())
-pytestmark = needs("nix-instantiate (Debian's nix-bin)", shutil.which("nix-instantiate") is not None)
+pytestmark = needs_nix_instantiate
 
 
 def nix_eval(expr: str) -> subprocess.CompletedProcess:

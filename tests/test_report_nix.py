@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from browser import By, needs_browser
 from conftest import run_cli
-from nixstore import NIX_FLAGS, needs_nix, nix_build, path_info
+from nixstore import needs_nix, nix_build, path_info
 from closure_audit.storepath import name_part
 from closure_audit.units import format_size
 from test_closure import FIXTURE
@@ -34,13 +33,6 @@ return {
 def store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     return {name: nix_build(tmp, FIXTURE, attr=name)[0] for name in ("torch", "cudatoolkit", "magma", "d")}
-
-
-def _closure_sizes(path: str) -> dict:
-    p = subprocess.run(["nix", *NIX_FLAGS, "path-info", "--json", "--closure-size", path], capture_output=True,
-                       text=True, check=True)
-    data = json.loads(p.stdout)
-    return {e["path"]: e for e in data} if isinstance(data, list) else data
 
 
 def _why(target: str) -> dict:
@@ -77,7 +69,7 @@ def test_report_of_a_store_path(store, tmp_path, browser):
     # details: Nix's own sizes
     browser.driver.find_element(By.CSS_SELECTOR, f'[data-forbidden="{store["cudatoolkit"]}"] button.goto').click()
     details = browser.driver.find_element(By.ID, "details").text
-    entry = _closure_sizes(store["cudatoolkit"])[store["cudatoolkit"]]
+    entry = path_info(store["cudatoolkit"], closure_size=True)[store["cudatoolkit"]]
     assert store["cudatoolkit"] in details
     assert f"NAR size\n{format_size(entry['narSize'])}" in details
     assert f"closure size\n{format_size(entry['closureSize'])}" in details

@@ -14,7 +14,19 @@ let
 
   unique = builtins.foldl' (acc: x: if builtins.elem x acc then acc else acc ++ [ x ]) [ ];
   join = builtins.concatStringsSep;
-  show = x: if builtins.isString x then "\"${x}\"" else builtins.toJSON x;
+  # A value as a message shows it, the same on every Nix: toJSON prints the
+  # float 9.0 as 9 on Nix 2.8 and as 9.0 on newer Nix; here it is always 9.0.
+  show =
+    x:
+    let
+      json = builtins.toJSON x;
+    in
+    if builtins.isString x then
+      "\"${x}\""
+    else if builtins.isFloat x && builtins.match "-?[0-9]+" json != null then
+      "${json}.0"
+    else
+      json;
 
   # The non-Jetson baseline capabilities a CUDA release supports: what an empty
   # cudaCapabilities builds for.

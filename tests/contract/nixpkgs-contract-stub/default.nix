@@ -45,7 +45,9 @@ let
   // config;
 
   checkMeta = import ./check-meta.nix { config = fullConfig; inherit system; };
-  stubHash = s: builtins.substring 0 32 (builtins.hashString "sha256" s);
+  # A store path's hash part: 32 characters of Nix's base-32 alphabet, which
+  # has no e (Nix rejects drvPaths with one; `nix flake check` reads them).
+  stubHash = s: builtins.replaceStrings [ "e" ] [ "z" ] (builtins.substring 0 32 (builtins.hashString "sha256" s));
 
   # What reaches the builder: every argument but passthru, meta and functions.
   # Serialising it forces the outPath of each derivation among them.
@@ -81,7 +83,7 @@ let
         available = validity.valid;
       };
       checked = x: if validity.valid then x else throw validity.message;
-      drvPath = checked "/nix/store/${stubHash "${kind}:${name}:${builtins.toJSON (drvInputs args)}"}-${name}.drv";
+      drvPath = checked "/nix/store/${stubHash "${kind}:${system}:${name}:${builtins.toJSON (drvInputs args)}"}-${name}.drv";
       outPathOf =
         o: "${builtins.substring 0 (builtins.stringLength drvPath - 4) drvPath}${if o == "out" then "" else "-${o}"}";
       base = {
@@ -168,10 +170,15 @@ let
     targetPackages = self;
     callPackage = lib.callPackageWith self;
     newScope = extra: lib.callPackageWith (self // extra);
+    # pkgs/build-support/trivial-builders/default.nix: `env` holds the
+    # derivation's attributes (meta and passthru among them).
     runCommand =
       name: env: buildCommand:
       record "runCommand" (env // { inherit name buildCommand; }) { };
     symlinkJoin = args: record "symlinkJoin" (args // { name = args.name or "${args.pname}-${args.version}"; }) { };
+    # pkgs/build-support/mkshell/default.nix: a derivation named nix-shell
+    # unless named; its inputs are `packages` and those of each of `inputsFrom`,
+    # all of which evaluate with it.
     mkShell = args: record "mkShell" (args // { name = args.name or "nix-shell"; }) { };
     # pkgs/build-support/trivial-builders/default.nix: makeSetupHook is a
     # runCommand whose environment holds the substitutions, so each is an
@@ -193,7 +200,15 @@ let
     nix = tool "nix";
     patchelf = tool "patchelf";
     pax-utils = tool "pax-utils";
-    nixfmt-tree = tool "treefmt";
+    # pkgs/by-name/ni/nixfmt-tree/package.nix: treefmt.withConfig, a
+    # runCommand named nixfmt-tree (pkgs/by-name/tr/treefmt/modules/wrapper.nix)
+    # whose program is treefmt.
+    nixfmt-tree = self.runCommand "nixfmt-tree" {
+      meta = {
+        mainProgram = "treefmt";
+        description = "Official Nix formatter zero-setup starter using treefmt";
+      };
+    } "makeWrapper treefmt $out/bin/treefmt";
     cmake = tool "cmake";
     ninja = tool "ninja";
     openssl = tool "openssl";

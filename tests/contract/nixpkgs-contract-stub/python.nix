@@ -12,15 +12,25 @@
 }:
 self:
 let
+  # pkgs/development/interpreters/python/python-packages-base.nix: a package's
+  # name carries the interpreter's prefix (python3.13-), an application's has
+  # none. mk-python-derivation.nix: a derivation that sets neither `pyproject`
+  # nor `format` does not evaluate (its name and meta still read).
   buildPython =
-    kind: args:
-    record kind args {
-      overridePythonAttrs = f: buildPython kind (args // (if builtins.isFunction f then f args else f));
+    kind: namePrefix: args:
+    let
+      name = namePrefix + (args.name or "${args.pname}-${args.version}");
+      format = lib.optionalAttrs (!(args ? pyproject || args ? format)) {
+        format = throw "${name} does not configure a `format`. To build with setuptools as before, set `pyproject = true` and `build-system = [ setuptools ]`.";
+      };
+    in
+    record kind (args // { inherit name; } // format) {
+      overridePythonAttrs = f: buildPython kind namePrefix (args // (if builtins.isFunction f then f args else f));
     };
 in
 {
-  buildPythonApplication = buildPython "buildPythonApplication";
-  buildPythonPackage = buildPython "buildPythonPackage";
+  buildPythonApplication = buildPython "buildPythonApplication" "";
+  buildPythonPackage = buildPython "buildPythonPackage" "${self.python.libPrefix}-";
   setuptools = tool "setuptools";
   pyelftools = tool "pyelftools";
   networkx = tool "networkx";
@@ -36,6 +46,7 @@ in
   jsonschema = tool "jsonschema";
   filelock = tool "filelock";
   python = tool "python3" // {
+    libPrefix = "python3.13";
     sitePackages = "lib/python3.13/site-packages";
     withPackages =
       f:

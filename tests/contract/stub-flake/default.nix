@@ -1,0 +1,2 @@
+# nixpkgs' default.nix, `import nixpkgs { ... }`, for the stub flake beside it.
+import ./tests/contract/nixpkgs-contract-stub
