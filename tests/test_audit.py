@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from closure_audit.commands.audit import audit as run_audit
+from closure_audit.ops.audit import audit as run_audit
 from conftest import validate
 from parts import require
 from closure_audit.errors import TargetError

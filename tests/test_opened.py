@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from conftest import run_cli, validate
-from closure_audit.commands.audit import audit
+from closure_audit.ops.audit import audit
 from closure_audit.elf.reader import read_elf
 from closure_audit.elf.strings import NoteEntry, names_in, read_names
 from closure_audit.findings.policy import Policy

@@ -12,7 +12,9 @@ import subprocess
 import sys
 
 
-HEAVY = ("numpy", "igraph", "orjson", "networkx", "rich", "shutil", "dataclasses")
+# typing too: a few of `--help`'s milliseconds, so the records on these paths
+# are collections' named tuples.
+HEAVY = ("numpy", "igraph", "orjson", "networkx", "rich", "shutil", "dataclasses", "typing")
 PROBE = """
 import json, sys
 from closure_audit import cli
@@ -20,14 +22,20 @@ try:
     cli.main(sys.argv[1:])
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.stderr)
+print(json.dumps(sorted(m for m in sys.modules if m in {heavy!r} or m.startswith("closure_audit.commands."))),
+      file=sys.stderr)
 """
 
 
-def loaded(*argv: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
-    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=heavy), *argv], capture_output=True, text=True,
+def modules(*argv: str) -> list[str]:
+    """The heavy libraries and the command modules that `closure-audit ARGV` imported."""
+    p = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv], capture_output=True, text=True,
                        env={"PATH": "/usr/bin:/bin"})
     return json.loads(p.stderr.strip().splitlines()[-1])
+
+
+def loaded(*argv: str) -> list[str]:
+    return [m for m in modules(*argv) if m in HEAVY]
 
 
 def test_help_and_archs_import_nothing_heavy(build, tmp_path):
@@ -35,8 +43,13 @@ def test_help_and_archs_import_nothing_heavy(build, tmp_path):
     assert loaded("--help") == []
     assert loaded("size", "--help") == []
     assert loaded("archs", str(lib), "--json") == []
-    # typing costs `--help` a few of its milliseconds; records on its path are collections' named tuples
-    assert loaded("--help", heavy=("typing",)) == []
+
+
+def test_help_imports_no_command_module():
+    """cli.py's registry holds each command's summary: `--help` lists the
+    commands without importing one, a command's `--help` imports its own only."""
+    assert modules("--help") == []
+    assert modules("size", "--help") == ["closure_audit.commands.options", "closure_audit.commands.size"]
 
 
 def test_the_closure_commands_load_the_graph_libraries(tmp_path):

@@ -18,8 +18,38 @@ import sys
 from . import __version__
 from .errors import Exit, InputError, UsageError
 
-# Each is a module of commands/ with HELP, add_arguments(parser) and run(args).
-COMMANDS = ("audit", "why", "size", "diff", "gate", "archs", "report", "doctor", "why-build")
+# The registry: each command, a module of commands/ with add_arguments(parser)
+# and run(args), and its one-line summary for `--help`.
+#
+# Start-up rule: `closure-audit --help` and `archs` start in tens of
+# milliseconds (benchmarks/bench_scale.py times them, tests/test_startup.py
+# checks what they import), so a module is imported where it is used:
+# - cli.py imports the one command module that runs (for its `--help` too) and
+#   none for `closure-audit --help`: the summaries are here.
+# - A command module is imported for its `--help`: at its top it imports only
+#   light modules (commands/options.py, output/json_report.py, markdown.py,
+#   progress.py); its run() imports the ops/ module it calls and any heavier
+#   one it uses, and output.show() imports output/terminal.py (rich) for a
+#   terminal.
+# - Every other module imports at its top, except, inside the function that
+#   needs them, what a light path would pay for without using it: numpy and
+#   igraph (closure/graph.py and what imports it), orjson, rich, zstandard,
+#   lz4, zipfile, tomllib, multiprocessing, nix.py (shutil, subprocess),
+#   dataclasses, nixcuda_data (where its table is read), difflib for one
+#   message, and the audit's readers in `doctor` without a target.
+COMMANDS = {
+    "audit": "resolve every needed library of every ELF file in the targets",
+    "why": "why paths are in a closure: chains and byte-level evidence",
+    "size": "NAR, closure and added size of every path of a closure",
+    "diff": "compare two closures package by package",
+    "gate": "fail CI when a closure breaks its budgets",
+    "archs": "GPU code inside fat binaries: architectures, sizes, what is missing or unused",
+    "report": "write one self-contained HTML page: a treemap of added sizes, the forbidden chains, "
+              "every path's details",
+    "doctor": "will CUDA programs of the targets run on this host: driver, versions, GPUs, GPU code",
+    "why-build": "what Nix will build instead of download for TARGET, and (with --like) the setting that "
+                 "caused it",
+}
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -59,17 +89,19 @@ def command(name: str):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `only` (a command), that command alone is set
-    up: argparse makes a parser and a help formatter per command and per
-    argument, milliseconds that a command starting in tens of them should
-    not spend on the others."""
+    up, with its arguments: argparse makes a parser and a help formatter per
+    command and per argument, milliseconds that a command starting in tens of
+    them should not spend on the others. Without it, every command is listed
+    by its summary and no command module is imported."""
     p = _Parser(prog="closure-audit",
                 description="Audit ELF trees and Nix closures the way the dynamic loader and Nix see them.",
                 epilog="`closure-audit [OPTION...] TARGET...` is `closure-audit audit`.")
     p.add_argument("--version", action="version", version=f"closure-audit {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     for name in [only] if only in COMMANDS else COMMANDS:
-        module = command(name)
-        module.add_arguments(sub.add_parser(name, help=module.HELP))
+        parser = sub.add_parser(name, help=COMMANDS[name])
+        if name == only:
+            command(name).add_arguments(parser)
     return p
 
 

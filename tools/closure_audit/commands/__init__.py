@@ -1,5 +1,6 @@
 """One module per command: its arguments next to the function that runs it.
 
-A command reads its inputs, calls the layers in order (read, resolve,
-judge) and hands the result to output/.
+A command turns its arguments into its ops/ module's options, calls that
+module's run() and hands the result to output/. What a command module may
+import at its top, and why: the start-up rule in cli.py, by the registry.
 """

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from .. import output
 from ..errors import Exit, UsageError
+from ..gpu.request import from_nix_config, make_request
+from ..output.json_report import archs_json
+from ..output import progress
 from . import options
-
-HELP = "GPU code inside fat binaries: architectures, sizes, what is missing or unused"
 
 
 def add_arguments(p) -> None:
@@ -40,8 +42,6 @@ def add_arguments(p) -> None:
 def gpu_request(args, policy):
     """The requested capabilities: --capabilities, else --from-nix-config, else
     the policy's [gpu] table, else none."""
-    from ..gpu.request import from_nix_config, make_request
-
     if args.capabilities is not None and args.from_nix_config is not None:
         raise UsageError("give --capabilities or --from-nix-config, not both")
     if args.capabilities is not None:
@@ -59,34 +59,8 @@ def gpu_request(args, policy):
     return request
 
 
-def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):
-    """Read every ELF file's GPU code, group it, judge it."""
-    from ..elf.fatbin import read_files
-    from ..elf.walk import walk_targets
-    from ..findings.collector import Findings
-    from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
-
-    walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
-    paths = sorted(walked.scan.elf)
-    report = ArchReport(targets=walked.targets, mode=walked.mode, deep=deep, request=request, elf_files=len(paths))
-    findings = Findings(policy, walked.mode, walked.scope)
-    judge = GpuJudge(request, findings)
-    for path, reason in walked.scan.problems:
-        findings.add("invalid-elf", path, reason, reason=reason)
-    for path, code in read_files(paths, deep, progress=progress).items():
-        if code.entries or code.problems:
-            f = FileArchs(path, code.containers, group(code.entries), code.problems)
-            judge.file(f)
-            if kernels:
-                for g in f.groups:
-                    f.kernels.of_group(g)
-            report.files.append(f)
-    report.findings = findings.sorted()
-    return report
-
-
 def run(args) -> int:
-    from ..output.progress import progress
+    from ..ops import archs
 
     policy = options.load_policy(args)
     request = gpu_request(args, policy)
@@ -96,16 +70,6 @@ def run(args) -> int:
         targets, roots = [p for p in closure.paths if closure.on_disk(p)], closure.roots
     elif args.build:
         raise UsageError("--build needs --closure")
-    with progress() as shown:
-        report = archs(targets, policy, request, args.deep, shown, args.kernels)
-    if roots is not None:
-        report.targets = roots
-    if args.json:
-        from ..output.json_report import archs_json, emit
-
-        emit(archs_json(report))
-    else:
-        from ..output.terminal import console, render_archs
-
-        render_archs(console(), report)
+    report = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress.progress)
+    output.show(args.json, lambda: archs_json(report), lambda t: t.render_archs(t.console(), report))
     return Exit.FAILED if report.failed else Exit.OK

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..findings.rules import exit_status
+from ..output.json_report import diff_json
+from ..output.markdown import check_markdown_option, diff_markdown, write_summary
+from ..output import progress
 from . import options
-
-HELP = "compare two closures package by package"
 
 
 def add_arguments(p) -> None:
@@ -20,34 +22,17 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.diff import diff
-    from ..closure.sizes import roots_closure_size
-    from ..closure.why import forbidden_matches, forbidden_paths
-    from ..findings.collector import Findings
-    from ..output.markdown import check_markdown_option, diff_markdown, write_summary
-    from ..output.progress import progress
+    from ..ops import diff
 
     check_markdown_option(args.markdown, args.json)
     policy = options.load_policy(args)
     store = options.open_store(args, evidence=args.evidence)
     old = options.read_closure(args.old, None, args.build, store)
     new = options.read_closure(args.new, None, args.build, store)
-    packages = diff(old, new)
-    # Only what the new closure brings: a forbidden path the old one had is not news.
-    findings = Findings(policy, "nix-store")
-    with progress() as shown:
-        explanations = forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy),
-                                       progress=shown)
-    found = findings.sorted()
-    old_size, new_size = roots_closure_size(old), roots_closure_size(new)
-    write_summary(lambda: diff_markdown(old, new, packages, found, explanations, old_size, new_size),
+    r = diff.run(diff.Options(old, new, policy), progress.progress)
+    write_summary(lambda: diff_markdown(old, new, r.packages, r.findings, r.explanations, r.old_size, r.new_size),
                   args.markdown)
-    if args.json:
-        from ..output.json_report import diff_json, emit
-
-        emit(diff_json(old, new, packages, found, old_size, new_size))
-    elif args.markdown != "-":
-        from ..output.terminal import console, render_diff
-
-        render_diff(console(), old, new, packages, found, old_size, new_size)
-    return exit_status(found)
+    if args.json or args.markdown != "-":
+        output.show(args.json, lambda: diff_json(old, new, r.packages, r.findings, r.old_size, r.new_size),
+                     lambda t: t.render_diff(t.console(), old, new, r.packages, r.findings, r.old_size, r.new_size))
+    return exit_status(r.findings)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..findings.rules import exit_status
+from ..output.json_report import gate_json
+from ..output.markdown import check_markdown_option, gate_markdown, write_summary
+from ..output import progress
 from . import options
-
-HELP = "fail CI when a closure breaks its budgets"
 
 
 def add_arguments(p) -> None:
@@ -32,35 +34,21 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..closure.budgets import apply_overrides, load_budgets
-    from ..closure.gate import check, read_subjects
-    from ..findings.collector import Findings
-    from ..output.markdown import check_markdown_option, gate_markdown, write_summary
-    from ..output.progress import progress
+    from ..ops import gate
 
     check_markdown_option(args.markdown, args.json)
     if args.html is not None:
-        from ..output.html import check_writable
+        from ..output import html  # the page writer: only when a page is written
 
-        check_writable(args.html)  # before the work, not after it
+        html.check_writable(args.html)  # before the work, not after it
     policy = options.load_policy(args)
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
-    subjects = read_subjects(budgets, args.build, options.open_store(args, evidence=args.evidence))
-    findings = Findings(policy, "nix-store")
-    with progress() as shown:
-        results = check(subjects, policy, findings, args.all_chains, progress=shown)
-    found = findings.sorted()
+    store = options.open_store(args, evidence=args.evidence)
+    results, found = gate.run(gate.Options(budgets, policy, args.all_chains, args.build, store), progress.progress)
     write_summary(lambda: gate_markdown(results, found), args.markdown)
     if args.html is not None:
-        from ..output import html
-
         html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))
-    if args.json:
-        from ..output.json_report import emit, gate_json
-
-        emit(gate_json(results, found))
-    elif args.markdown != "-":
-        from ..output.terminal import console, render_gate
-
-        render_gate(console(), results, found)
+    if args.json or args.markdown != "-":
+        output.show(args.json, lambda: gate_json(results, found), lambda t: t.render_gate(t.console(), results, found))
     return exit_status(found)

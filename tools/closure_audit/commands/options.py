@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..closure import HTTP_CONNECTIONS
+from ..errors import UsageError
+from ..findings import policy
 from ..targets import CLOSURE_TARGETS
 
 
@@ -40,9 +42,8 @@ def add_closure_inputs(p: argparse.ArgumentParser) -> None:
 def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None:
     """--store URL and what goes with it (docs/store.md)."""
     p.add_argument("--store", metavar="URL",
-                   help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], "
-                        "https://...) instead of the local store; targets are then full store paths "
-                        "(docs/store.md)")
+                   help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], https://...) "
+                        "instead of the local store; targets are then full store paths (docs/store.md)")
     add_cache_options(p)
     if evidence_option:
         p.add_argument("--evidence", action="store_true",
@@ -65,8 +66,6 @@ def add_cache_options(p: argparse.ArgumentParser) -> None:
 def open_store(args, evidence: bool):
     """A function reading closures from the binary cache of --store, or None
     without --store. `evidence`: whether the NARs are streamed for evidence."""
-    from ..errors import UsageError
-
     if args.store is None:
         for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
                             ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None),
@@ -89,8 +88,6 @@ def open_store(args, evidence: bool):
 
 
 def http_connections(args) -> int:
-    from ..errors import UsageError
-
     connections = HTTP_CONNECTIONS if args.http_connections is None else args.http_connections
     if connections < 1:
         raise UsageError("--http-connections must be at least 1")
@@ -103,7 +100,6 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
     paths, result links and installables, or with `store` (open_store) store
     paths in a binary cache."""
     from ..closure.graph import load_closure, load_dump, query
-    from ..errors import UsageError
     from ..targets import resolve_target
 
     targets = [] if target is None else [target] if isinstance(target, str) else list(target)
@@ -120,6 +116,4 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
 
 
 def load_policy(args):
-    from ..findings.policy import load_policy
-
-    return load_policy(args.policy)
+    return policy.load_policy(args.policy)

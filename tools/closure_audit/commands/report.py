@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from ..findings.rules import ERROR, exit_status
+from ..output.text import printable
 from . import options
 
 _PAGE = "a treemap of added sizes, the forbidden chains, every path's details"
-HELP = f"write one self-contained HTML page: {_PAGE}"
 
 
 def add_arguments(p) -> None:
@@ -26,54 +26,25 @@ def add_arguments(p) -> None:
     options.add_store(p, evidence_option=True)
 
 
-def _budget(file: str, name: str | None):
-    from ..closure.budgets import load_budgets
-
-    budgets = {b.name: b for b in load_budgets(file)}
-    if name is None:
-        if len(budgets) != 1:
-            raise UsageError(f"{file} has budgets for {', '.join(budgets)}: pick one with --budget NAME")
-        return next(iter(budgets.values()))
-    if name not in budgets:
-        raise UsageError(f"--budget: no target named {name!r} in {file}")
-    return budgets[name]
-
-
 def run(args) -> int:
-    from ..closure.evidence import scanner_for
-    from ..closure.sizes import added_sizes, dominator_tree, roots_closure_size
-    from ..closure.why import forbidden_paths
-    from ..findings.collector import Findings
+    from ..closure.budgets import load_budgets
+    from ..ops import report
     from ..output import html
-    from ..output.text import printable
-    from ..storepath import name_part
 
     html.check_writable(args.output)  # before the work, not after it
     for given, option in ((args.budget, "--budget"), (args.baseline, "--baseline")):
         if given is not None and args.budgets is None:
             raise UsageError(f"{option} needs --budgets FILE")
     policy = options.load_policy(args)
-    budget = _budget(args.budgets, args.budget) if args.budgets is not None else None
+    budget = _budget(load_budgets(args.budgets), args.budgets, args.budget) if args.budgets is not None else None
     if args.baseline is not None:
         budget.baseline = args.baseline
     store = options.open_store(args, evidence=args.evidence)
     closure = options.read_closure(args.targets or None, args.path_info, args.build, store)
-    findings = Findings(policy, "nix-store")
-    if budget is not None:
-        from ..closure.gate import check, subject
-
-        results = check([subject(budget, closure, store=store)], policy, findings)
-        found = findings.sorted()
-        pictures = html.gate_pictures(results, found)
-    else:
-        tree = dominator_tree(closure)
-        added = added_sizes(closure, tree)
-        forbidden_paths(closure, policy, findings, added=added, scanner=scanner_for(closure))
-        found = findings.sorted()
-        roots = [name_part(r) for r in closure.roots]
-        name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")
-        pictures = [html.Picture(name=name, closure=closure, closure_size=roots_closure_size(closure), added=added,
-                                 dominators=tree, findings=found)]
+    r = report.run(report.Options(closure, policy, budget, store))
+    found = r.findings
+    pictures = html.gate_pictures(r.gate, found) if budget is not None else \
+        [html.closure_picture(closure, r.added, r.tree, found)]
     html.write(args.output, html.render(pictures, f"closure-audit report: {pictures[0].name}"))
     forbidden = sum(f.rule == "forbidden-path" for f in found)
     verdict = ""
@@ -84,3 +55,15 @@ def run(args) -> int:
     print(f"closure-audit report: wrote {printable(args.output)}: {len(pictures[0].added):,} paths, "
           f"{forbidden} forbidden{verdict}")
     return exit_status(found)
+
+
+def _budget(budgets: list, file: str, name: str | None):
+    """The budget NAME of the budgets file, or its only one."""
+    budgets = {b.name: b for b in budgets}
+    if name is None:
+        if len(budgets) != 1:
+            raise UsageError(f"{file} has budgets for {', '.join(budgets)}: pick one with --budget NAME")
+        return next(iter(budgets.values()))
+    if name not in budgets:
+        raise UsageError(f"--budget: no target named {name!r} in {file}")
+    return budgets[name]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..errors import Exit, UsageError
+from ..output.json_report import size_json
 from . import options
-
-HELP = "NAR, closure and added size of every path of a closure"
 
 
 def add_arguments(p) -> None:
@@ -19,20 +19,13 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.sizes import roots_closure_size, table
+    from ..ops import size
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     closure = options.read_closure(args.targets or None, args.path_info, args.build,
                                    options.open_store(args, evidence=False))
-    rows = table(closure, None if args.all else args.top)
-    total = roots_closure_size(closure)
-    if args.json:
-        from ..output.json_report import emit, size_json
-
-        emit(size_json(closure, rows, total))
-    else:
-        from ..output.terminal import console, render_size
-
-        render_size(console(), closure, rows, total)
+    rows, total = size.run(size.Options(closure, None if args.all else args.top))
+    output.show(args.json, lambda: size_json(closure, rows, total),
+                 lambda t: t.render_size(t.console(), closure, rows, total))
     return Exit.OK

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..errors import Exit
 from ..findings.rules import exit_status
+from ..output.json_report import why_json
+from ..output import progress
 from . import options
-
-HELP = "why paths are in a closure: chains and byte-level evidence"
 
 
 def add_arguments(p) -> None:
@@ -24,10 +25,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.evidence import scanner_for
-    from ..closure.sizes import added_sizes
-    from ..findings.collector import Findings
-    from ..output.progress import progress
+    from ..ops import why
 
     policy = options.load_policy(args)
     target, patterns = args.target, args.patterns
@@ -35,38 +33,11 @@ def run(args) -> int:
         # The dump names its roots: every word is a pattern.
         target, patterns = None, [target, *patterns]
     closure = options.read_closure(target, args.path_info, args.build, options.open_store(args, evidence=True))
-    added = added_sizes(closure)
-    findings = Findings(policy, "nix-store")
-    with progress() as shown:
-        scanner = scanner_for(closure, shown)
-        explanations = _explain(closure, policy, patterns, findings, added, scanner, args.all_chains)
-    found = findings.sorted()
-    if args.json:
-        from ..output.json_report import emit, why_json
-
-        emit(why_json(closure, explanations, found, added, scanner.bytes_scanned))
-    else:
-        from ..output.terminal import console, render_why
-
-        render_why(console(), closure, explanations, found, added, bool(patterns))
+    result = why.run(why.Options(closure, policy, patterns, args.all_chains), progress.progress)
+    output.show(args.json,
+                 lambda: why_json(closure, result.explanations, result.findings, result.added, result.bytes_scanned),
+                 lambda t: t.render_why(t.console(), closure, result.explanations, result.findings, result.added,
+                                        bool(patterns)))
     if patterns:
-        return Exit.OK if explanations else Exit.FAILED
-    return exit_status(found)
-
-
-def _explain(closure, policy, patterns, findings, added, scanner, all_chains):
-    """Explain the paths PATTERNs match, or without patterns every forbidden path."""
-    from ..closure.why import explain, forbidden_paths, matcher
-    from ..storepath import name_part
-
-    if not patterns:
-        return forbidden_paths(closure, policy, findings, added=added, all_chains=all_chains, scanner=scanner)
-    tests = [(p, matcher(p, closure)) for p in patterns]
-    matches = {}
-    for path in closure.graph:
-        for pattern, test in tests:
-            if test(path):
-                # A forbidden path is labelled with the policy's pattern, the query's otherwise.
-                matches[path] = policy.forbids(name_part(path)) or (pattern, None)
-                break
-    return explain(closure, matches, all_chains, scanner)
+        return Exit.OK if result.explanations else Exit.FAILED
+    return exit_status(result.findings)

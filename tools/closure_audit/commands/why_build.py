@@ -3,9 +3,11 @@ the setting that caused it (docs/why-build.md)."""
 
 from __future__ import annotations
 
+from .. import output
+from ..errors import Exit
+from ..output.json_report import why_build_json
+from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
 from . import options
-
-HELP = "what Nix will build instead of download for TARGET, and (with --like) the setting that caused it"
 
 
 def add_arguments(p) -> None:
@@ -25,26 +27,14 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.derivation import instantiate
-    from ..closure.plan import open_substituters, why_build
-    from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
+    from ..ops import why_build
 
     check_markdown_option(args.markdown, args.json)
     workers = options.http_connections(args)
-    targets = list(dict.fromkeys(instantiate(t) for t in args.targets))
-    like = None if args.like is None else instantiate(args.like)
-    substituters = open_substituters(args.store, args.trusted_public_keys, args.refresh, workers)
-    try:
-        plan, names, causes = why_build(targets, like, substituters, workers)
-    finally:
-        substituters.close()
-    write_summary(lambda: why_build_markdown(args.targets, plan, names, causes), args.markdown)
-    if args.json:
-        from ..output.json_report import emit, why_build_json
-
-        emit(why_build_json(targets, plan, names, causes))
-    elif args.markdown != "-":
-        from ..output.terminal import console, render_why_build
-
-        render_why_build(console(), targets, plan, names, causes)
-    return 1 if plan.build else 0
+    r = why_build.run(why_build.Options(args.targets, args.like, args.store, args.trusted_public_keys, args.refresh,
+                                        workers))
+    write_summary(lambda: why_build_markdown(args.targets, r.plan, r.names, r.causes), args.markdown)
+    if args.json or args.markdown != "-":
+        output.show(args.json, lambda: why_build_json(*r),
+                    lambda t: t.render_why_build(t.console(), *r))
+    return Exit.FAILED if r.plan.build else Exit.OK

@@ -4,6 +4,7 @@ from the command line, a policy's [gpu] table, or a nixpkgs config file (the
 
 from __future__ import annotations
 
+import json
 import os
 from collections import namedtuple
 
@@ -67,9 +68,7 @@ def from_nix_config(file: str | None) -> Request:
     """The request a nixpkgs config makes, evaluated by nix-instantiate.
     A config without cudaCapabilities is an error: the default set depends on
     the CUDA release, which the binaries do not name."""
-    import json
-
-    from ..nix import find, run
+    from ..nix import find, run  # shutil and subprocess: only for a nixpkgs config (start-up: cli.py)
 
     path = file or config_file()
     if path is None:

@@ -4,6 +4,7 @@ version, and its GPUs with their compute capabilities."""
 
 from __future__ import annotations
 
+import fnmatch
 import mmap
 import os
 import re
@@ -100,8 +101,6 @@ def _tegra_release(root: Root) -> str | None:
 
 def ld_so_conf_dirs(root: Root, path: str = "/etc/ld.so.conf", depth: int = 0) -> list[str]:
     """The directories ld.so.conf names, includes followed, under the root."""
-    import fnmatch
-
     text = root.read_text(path)
     out: list[str] = []
     for line in (text or "").splitlines():

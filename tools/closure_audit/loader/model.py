@@ -24,6 +24,7 @@ there is marked as coming from the host.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
@@ -107,8 +108,6 @@ def host_lib_token(elf: ElfFile) -> str:
 
 def read_ld_so_conf(path: str = "/etc/ld.so.conf", _depth: int = 0) -> list[str]:
     """Directories named by ld.so.conf and the files it includes, in order."""
-    import glob
-
     dirs: list[str] = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:

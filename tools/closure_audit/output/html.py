@@ -21,6 +21,7 @@ from html import escape
 from importlib.resources import files
 
 from ..closure.graph import Closure
+from ..closure.sizes import roots_closure_size
 from ..cuda_redist import is_cuda_redist
 from ..errors import UsageError
 from ..findings.rules import ERROR, Finding
@@ -57,6 +58,14 @@ def gate_pictures(results, findings: list[Finding]) -> list[Picture]:
                     dominators=r.dominators, findings=[f for f in findings if f.fields.get("target") == r.budget.name],
                     verdict=r.passed(findings))
             for r in results]
+
+
+def closure_picture(closure: Closure, added: dict[str, int], dominators, findings: list[Finding]) -> Picture:
+    """The picture of one closure judged on its own, named by its roots."""
+    roots = [name_part(r) for r in closure.roots]
+    name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")
+    return Picture(name=name, closure=closure, closure_size=roots_closure_size(closure), added=added,
+                   dominators=dominators, findings=findings)
 
 
 @cache

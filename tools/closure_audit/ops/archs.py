@@ -1,0 +1,47 @@
+"""`archs`: read every ELF file's GPU code, group it, judge it against the
+requested capabilities."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from contextlib import nullcontext
+
+from ..elf.fatbin import read_files
+from ..elf.walk import walk_targets
+from ..findings.collector import Findings
+from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
+
+# request: gpu.request.Request or None; deep, kernels: as --deep, --kernels;
+# roots: with --closure, the closure's roots, which the report names as its targets.
+Options = namedtuple("Options", "targets policy request deep kernels roots", defaults=(False, False, None))
+
+
+def run(options: Options, progress=nullcontext):
+    """The report of `archs`. `progress`: a context manager giving a callback
+    for the count of files."""
+    with progress() as shown:
+        report = archs(options.targets, options.policy, options.request, options.deep, shown, options.kernels)
+    if options.roots is not None:
+        report.targets = options.roots
+    return report
+
+
+def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):
+    """Read every ELF file's GPU code, group it, judge it."""
+    walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
+    paths = sorted(walked.scan.elf)
+    report = ArchReport(targets=walked.targets, mode=walked.mode, deep=deep, request=request, elf_files=len(paths))
+    findings = Findings(policy, walked.mode, walked.scope)
+    judge = GpuJudge(request, findings)
+    for path, reason in walked.scan.problems:
+        findings.add("invalid-elf", path, reason, reason=reason)
+    for path, code in read_files(paths, deep, progress=progress).items():
+        if code.entries or code.problems:
+            f = FileArchs(path, code.containers, group(code.entries), code.problems)
+            judge.file(f)
+            if kernels:
+                for g in f.groups:
+                    f.kernels.of_group(g)
+            report.files.append(f)
+    report.findings = findings.sorted()
+    return report

@@ -1,0 +1,29 @@
+"""`diff`: two closures compared package by package, with what the new one
+brings that the policy forbids."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from contextlib import nullcontext
+
+from ..closure.diff import diff
+from ..closure.sizes import roots_closure_size
+from ..closure.why import forbidden_matches, forbidden_paths
+from ..findings.collector import Findings
+
+Options = namedtuple("Options", "old new policy")
+# packages: closure.diff.PackageDiff; findings: sorted; explanations: of the
+# forbidden paths; old_size, new_size: the roots' closure sizes.
+Result = namedtuple("Result", "packages findings explanations old_size new_size")
+
+
+def run(options: Options, progress=nullcontext) -> Result:
+    """`progress`: a context manager giving a callback for the count of files."""
+    old, new, policy = options.old, options.new, options.policy
+    packages = diff(old, new)
+    # Only what the new closure brings: a forbidden path the old one had is not news.
+    findings = Findings(policy, "nix-store")
+    with progress() as shown:
+        explanations = forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy),
+                                       progress=shown)
+    return Result(packages, findings.sorted(), explanations, roots_closure_size(old), roots_closure_size(new))
