@@ -26,6 +26,12 @@ let
     args = [ "-ec" script ];
     PATH = "/usr/local/bin:/usr/bin:/bin";
   };
+  # A store path holding lib/FILE: a shared object gcc builds from C `source`,
+  # with extra linker flags.
+  clib = name: file: source: flags: sh name ''
+    mkdir -p $out/lib
+    gcc -shared -fPIC -x c -o $out/lib/${file} ${builtins.toFile "c.c" source} ${flags}
+  '';
   shOutputs = name: outputs: script: builtins.derivation {
     inherit name system outputs;
     builder = "/bin/sh";

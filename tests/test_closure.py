@@ -526,17 +526,9 @@ def test_audit_of_an_installable(tmp_path):
 
 PREFIXED = r"""
 rec {
-  nvcc = sh "cuda12.9-cuda_nvcc-12.9.86" ''
-    mkdir -p $out/lib
-    echo 'int ptx(void) { return 1; }' > n.c
-    gcc -shared -fPIC -o $out/lib/libnvptxcompiler.so n.c
-  '';
+  nvcc = clib "cuda12.9-cuda_nvcc-12.9.86" "libnvptxcompiler.so" "int ptx(void) { return 1; }" "";
   # A runpath to the compiler's lib/ that resolves nothing: the only reference.
-  app = sh "app-1.0" ''
-    mkdir -p $out/lib
-    echo 'int app(void) { return 0; }' > a.c
-    gcc -shared -fPIC -o $out/lib/libapp.so a.c -Wl,--enable-new-dtags,-rpath,${nvcc}/lib
-  '';
+  app = clib "app-1.0" "libapp.so" "int app(void) { return 0; }" "-Wl,--enable-new-dtags,-rpath,${nvcc}/lib";
 }
 """
 

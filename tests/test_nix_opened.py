@@ -26,11 +26,8 @@ def opener_c(*names: str) -> str:
 
 BODY = rf"""
 let
-  # A store path holding lib/SONAME built from C source, with extra linker flags.
-  lib = name: soname: source: flags: sh name ''
-    mkdir -p $out/lib
-    gcc -shared -fPIC -x c -o $out/lib/${{soname}} ${{builtins.toFile "c.c" source}} -Wl,-soname,${{soname}} ${{flags}}
-  '';
+  # nixstore.clib with SONAME as the file name and the SONAME.
+  lib = name: soname: source: flags: clib name soname source "-Wl,-soname,${{soname}} ${{flags}}";
 in rec {{
   nvrtc = lib "fixture-cuda-nvrtc-13.0" "libnvrtc.so.13" "int nvrtc(void) {{ return 13; }}" "";
   cublas = lib "fixture-libcublas-13.1" "libcublas.so.13" "{opener_c("libcuda.so.1", "libcuda.so")}" "";

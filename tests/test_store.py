@@ -358,11 +358,7 @@ rec {
     mkdir -p $out/lib
     cp /lib64/ld-linux-x86-64.so.2 $out/lib/
   '';
-  dep = sh "fixture-dep-1.0" ''
-    mkdir -p $out/lib
-    echo 'int d(void) { return 1; }' > d.c
-    gcc -shared -fPIC -o $out/lib/libdep.so d.c
-  '';
+  dep = clib "fixture-dep-1.0" "libdep.so" "int d(void) { return 1; }" "";
   # libdep.so has no SONAME and is linked by path: DT_NEEDED is its full path.
   app = sh "fixture-app-1.0" ''
     mkdir -p $out/bin
