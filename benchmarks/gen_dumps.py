@@ -205,7 +205,8 @@ def _closure_sizes(paths: list[str], nar, ptr, dst, root: int) -> np.ndarray:
     keys = np.unique(np.repeat(np.arange(n), np.diff(ptr)) * n + dst)
     keys = keys[keys // n != keys % n]
     cptr = np.searchsorted(keys // n, np.arange(n + 1))
-    graph = Graph(paths, nar, np.full(n, -1), cptr, keys % n, np.zeros(n, dtype=bool))
+    graph = Graph(paths, nar=nar, nix_closure=np.full(n, -1), ptr=cptr, targets=keys % n,
+                  self_reference=np.zeros(n, dtype=bool))
     sizes = closure_sizes(Closure(graph, [paths[root]], "synthetic", STORE), np.arange(n))
     assert sizes[root] == nar.sum(), "the root reaches every path"
     return sizes
