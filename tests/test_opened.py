@@ -303,3 +303,19 @@ def test_a_plugin_declared_in_a_dlopen_note_takes_the_notes_feature(build):
     assert (f.file, f.fields["needed"], f.fields["feature"], f.severity) == (
         str(plug), "libwidgetkit.so.2", "widgets", "warning")
     assert not report.failed
+
+
+def test_a_pattern_two_files_answer_resolves_alike_in_every_process(build):
+    """libGLX_%s.so.0 beside libGLX_indirect.so.0 and libGLX_mesa.so.0 (as on
+    Debian): one answer, whatever order the directory is listed in. The order
+    of a set of names changes with each process's string hashes."""
+    opener(build, "lib/libGLX.so.0", ["libGLX_%s.so.0"], runpath=["$ORIGIN"])
+    build.lib("lib/libGLX_mesa.so.0")
+    build.lib("lib/libGLX_indirect.so.0")
+    paths = set()
+    for seed in range(6):
+        p = run_cli("audit", "--json", str(build.root), env={"PYTHONHASHSEED": str(seed)})
+        (row,) = [r for r in json.loads(p.stdout)["opened"] if r["name"] == "libGLX_%s.so.0"]
+        paths.add(row["path"])
+    # Of files of one version, the first by name.
+    assert paths == {str(build.root / "lib/libGLX_indirect.so.0")}

@@ -269,15 +269,17 @@ def _find_pattern(loader: Loader, name: str, patterns: tuple[str, ...], dirs: tu
 
 
 def _matches(loader: Loader, directory: str, pattern: str, cache: dict) -> list[str]:
-    """The names in a directory that match a pattern, highest version first.
-    A host directory lists thousands of files: the literal head of the
-    pattern narrows them before fnmatch does, once per directory and pattern."""
+    """The names in a directory that match a pattern, highest version first,
+    names of one version in name order (a listing is a set, whose order
+    changes from process to process). A host directory lists thousands of
+    files: the literal head of the pattern narrows them before fnmatch does,
+    once per directory and pattern."""
     key = (directory, pattern)
     found = cache.get(key)
     if found is None:
         head = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
         near = [n for n in loader.listing(directory) or () if n.startswith(head)]
-        found = cache[key] = sorted(fnmatch.filter(near, pattern), key=_version_key, reverse=True)
+        found = cache[key] = sorted(sorted(fnmatch.filter(near, pattern)), key=_version_key, reverse=True)
     return found
 
 
