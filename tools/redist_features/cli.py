@@ -11,7 +11,7 @@ import json
 import sys
 
 from closure_audit.cli import reader_gone
-from closure_audit.errors import InputError
+from closure_audit.errors import Exit, InputError
 
 from . import __version__
 from .inspect import inspect
@@ -45,12 +45,12 @@ def main(argv: list[str] | None = None) -> int:
                 counts = ", ".join(f"{o} ({r.files[o]})" for o in r.outputs) or "nothing but out"
                 print(f"{r.source.package} {r.source.version or ''} [{r.source.kind}]: {counts}")
         sys.stdout.flush()
-        return 0
+        return Exit.OK
     except InputError as exc:
         print(f"redist-features: error: {exc}", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         return reader_gone()
 
@@ -67,5 +67,5 @@ def _manifest(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="(the output is always JSON)")
     args = p.parse_args(argv)
     print(json.dumps(generate(args.manifest, args.sources, args.cuda_variant), indent=2, sort_keys=True))
-    return 0
+    return Exit.OK
 
