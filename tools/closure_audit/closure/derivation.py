@@ -117,10 +117,6 @@ def read_graph(roots: list[str]) -> dict[str, Derivation]:
     return graph
 
 
-def is_derivation_path(path: str) -> bool:
-    return path.endswith(".drv") and os.path.isfile(path)
-
-
 def instantiate(target: str) -> str:
     """The .drv path of a target: a .drv store path, or an installable
     (`.#python3Packages.torch`, `nixpkgs#hello`) instantiated without building

@@ -25,7 +25,7 @@ from ..gpu.code import Code, runs_on, serves
 from ..gpu.request import Request
 from ..units import format_size
 from .collector import Findings
-from .rules import Finding
+from .rules import Finding, has_error
 
 NATIVE_FALLBACK = {"sm_75", "compute_75"}
 
@@ -170,7 +170,7 @@ class ArchReport:
 
     @property
     def failed(self) -> bool:
-        return any(f.severity == "error" for f in self.findings)
+        return has_error(self.findings)
 
     def totals(self) -> list[dict]:
         """Per code across every file: files, entries, stored, uncompressed."""
