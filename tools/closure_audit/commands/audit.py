@@ -41,7 +41,7 @@ def run(args) -> int:
             raise UsageError("--driver-dir must be an absolute path")
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
     targets = [resolve_target(t, args.build) for t in args.targets]
-    report, chain = audit.run(audit.Options(targets, policy, args.path_info, args.build, args.root, args.tree),
+    report, chain = audit.run(audit.Options(targets, policy, args.path_info, args.root, args.tree),
                               progress.progress)
     output.show(args.json, lambda: audit_json(report, chain),
                  lambda t: t.render_audit(report, t.console(), chain, args.opened))

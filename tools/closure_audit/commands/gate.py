@@ -45,7 +45,8 @@ def run(args) -> int:
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
     store = options.open_store(args, evidence=args.evidence)
-    results, found = gate.run(gate.Options(budgets, policy, args.all_chains, args.build, store), progress.progress)
+    results, found = gate.run(gate.Options(budgets, policy, args.all_chains, options.closure_reader(args.build, store),
+                                           options.closure_reader(False, store)), progress.progress)
     write_summary(lambda: gate_markdown(results, found), args.markdown)
     if args.html is not None:
         html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))

@@ -41,7 +41,7 @@ def run(args) -> int:
         budget.baseline = args.baseline
     store = options.open_store(args, evidence=args.evidence)
     closure = options.read_closure(args.targets or None, args.path_info, args.build, store)
-    r = report.run(report.Options(closure, policy, budget, store))
+    r = report.run(report.Options(closure, policy, budget, options.closure_reader(False, store)))
     found = r.findings
     pictures = html.gate_pictures(r.gate, found) if budget is not None else \
         [html.closure_picture(closure, r.added, r.tree, found)]

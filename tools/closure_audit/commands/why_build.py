@@ -7,6 +7,7 @@ from .. import output
 from ..errors import Exit
 from ..output.json_report import why_build_json
 from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
+from ..targets import resolve_derivation
 from . import options
 
 
@@ -31,8 +32,9 @@ def run(args) -> int:
 
     check_markdown_option(args.markdown, args.json)
     workers = options.http_connections(args)
-    r = why_build.run(why_build.Options(args.targets, args.like, args.store, args.trusted_public_keys, args.refresh,
-                                        workers))
+    targets = [resolve_derivation(t).path for t in args.targets]
+    like = None if args.like is None else resolve_derivation(args.like).path
+    r = why_build.run(why_build.Options(targets, like, args.store, args.trusted_public_keys, args.refresh, workers))
     write_summary(lambda: why_build_markdown(args.targets, r.plan, r.names, r.causes), args.markdown)
     if args.json or args.markdown != "-":
         output.show(args.json, lambda: why_build_json(*r),

@@ -11,7 +11,7 @@ from ..elf.walk import walk_targets
 from ..findings.collector import Findings
 from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
 
-# request: gpu.request.Request or None; deep, kernels: as --deep, --kernels;
+# targets: real paths (commands/ resolved them); request: cuda.request.Request or None; deep, kernels: as --deep, --kernels;
 # roots: with --closure, the closure's roots, which the report names as its targets.
 Options = namedtuple("Options", "targets policy request deep kernels roots", defaults=(False, False, None))
 

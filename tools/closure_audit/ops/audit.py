@@ -18,12 +18,11 @@ from ..findings.rules import has_error
 from ..loader import model as ld
 from ..loader.chains import resolve
 from ..nix.storepath import store_dir
-from ..targets import Target, is_wheel
 
-# targets: targets.Target records; path_info: a saved dump of their closure;
-# build: build installables; root: the tree libraries must resolve in; tree:
-# the one object to show.
-Options = namedtuple("Options", "targets policy path_info build root tree", defaults=(None, False, None, None))
+# targets: targets.Target records (commands/ resolved them); path_info: a
+# saved dump of their closure; root: the tree libraries must resolve in;
+# tree: the one object to show.
+Options = namedtuple("Options", "targets policy path_info root tree", defaults=(None, None, None))
 
 
 class Report:
@@ -54,7 +53,7 @@ class Report:
 def run(options: Options, progress=nullcontext):
     """The audit of `audit`: (the report, the load chain of --tree or None).
     `progress`: a context manager giving a callback for the count of files."""
-    closure = store_closure(options.targets, options.path_info, options.build)
+    closure = store_closure(options.targets, options.path_info)
     with progress() as shown:
         report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
                                progress=shown, closure=closure, need_root=True)
@@ -62,18 +61,18 @@ def run(options: Options, progress=nullcontext):
     return report, chain
 
 
-def store_closure(targets: list[Target], path_info: str | None, build: bool):
-    """The Nix closure of the targets when they are store paths (from Nix, or
-    from --path-info), else None. A closure that cannot be read fails the
-    audit: its forbidden paths would go unseen."""
-    roots = [None if is_wheel(t.path) else t.store_path for t in targets]
+def store_closure(targets: list, path_info: str | None):
+    """The Nix closure of the targets (targets.Target) when they are store
+    paths (from Nix, or from --path-info), else None. A closure that cannot be
+    read fails the audit: its forbidden paths would go unseen."""
+    roots = [t.store_path if t.kind == "store" else None for t in targets]
     if not all(roots):
         if path_info is not None:
             raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")
         return None
     from ..closure.graph import load_closure
 
-    return load_closure(list(dict.fromkeys(roots)), path_info, build)
+    return load_closure(list(dict.fromkeys(roots)), path_info)
 
 
 def environment(mode: str, roots: tuple[str, ...], policy):

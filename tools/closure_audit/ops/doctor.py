@@ -11,7 +11,7 @@ from ..findings.collector import Findings
 from ..findings.doctor import judge_doctor, target_facts
 from ..host.probe import probe
 from ..nix.storepath import store_dir
-from ..targets import is_wheel
+from ..util import is_wheel
 
 # root: the host's root directory; targets: paths (installables resolved).
 Options = namedtuple("Options", "root targets policy")

@@ -11,9 +11,9 @@ from ..closure.sizes import added_sizes, dominator_tree
 from ..findings.forbidden import forbidden_paths
 from ..findings.collector import Findings
 
-# budget: a closure.budgets.Budget or None; store: the binary-cache reader the
-# closure came from, for the budget's baseline, or None.
-Options = namedtuple("Options", "closure policy budget store", defaults=(None, None))
+# budget: a gate.budgets.Budget or None; read_baseline: reads the budget's
+# baseline (commands/options.py closure_reader: where the closure came from).
+Options = namedtuple("Options", "closure policy budget read_baseline", defaults=(None, None))
 # findings: sorted; with a budget, gate: its closure.gate.Result list; without
 # one, tree (the dominator tree) and added (path -> added size).
 Result = namedtuple("Result", "findings gate tree added", defaults=(None, None, None))
@@ -23,7 +23,7 @@ def run(options: Options) -> Result:
     closure, policy = options.closure, options.policy
     findings = Findings(policy, "nix-store")
     if options.budget is not None:
-        results = check([subject(options.budget, closure, store=options.store)], policy, findings)
+        results = check([subject(options.budget, closure, read_baseline=options.read_baseline)], policy, findings)
         return Result(findings.sorted(), gate=results)
     tree = dominator_tree(closure)
     added = added_sizes(closure, tree)
