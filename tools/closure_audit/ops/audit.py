@@ -18,11 +18,13 @@ from ..findings.rules import has_error
 from ..loader import model as ld
 from ..loader.chains import resolve
 from ..nix.storepath import store_dir
+from . import result_type
 
 # targets: targets.Target records (commands/ resolved them); path_info: a
 # saved dump of their closure; root: the tree libraries must resolve in;
-# tree: the one object to show.
-Options = namedtuple("Options", "targets policy path_info root tree", defaults=(None, None, None))
+# tree: the one object to show; list_opened: list every name objects may
+# open, not one line of them (the terminal's choice, --opened).
+Options = namedtuple("Options", "targets policy path_info root tree list_opened", defaults=(None, None, None, False))
 
 
 class Report:
@@ -49,16 +51,19 @@ class Report:
     def failed(self) -> bool:
         return has_error(self.findings)
 
+Result = result_type("audit", "report tree list_opened", """report: a Report; tree: the load chain
+of --tree, or None; list_opened: as in Options.""", lambda r: r.report.failed)
 
-def run(options: Options, progress=nullcontext):
-    """The audit of `audit`: (the report, the load chain of --tree or None).
-    `progress`: a context manager giving a callback for the count of files."""
+
+def run(options: Options, progress=nullcontext) -> Result:
+    """The audit of `audit`. `progress`: a context manager giving a callback
+    for the count of files."""
     closure = store_closure(options.targets, options.path_info)
     with progress() as shown:
         report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
                                progress=shown, closure=closure, need_root=True)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
-    return report, chain
+    return Result(report, chain, options.list_opened)
 
 
 def store_closure(targets: list, path_info: str | None):

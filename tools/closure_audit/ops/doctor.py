@@ -12,12 +12,14 @@ from ..findings.doctor import judge_doctor, target_facts
 from ..host.probe import probe
 from ..nix.storepath import store_dir
 from ..util import is_wheel
+from . import result_type
 
 # root: the host's root directory; targets: paths (installables resolved).
 Options = namedtuple("Options", "root targets policy")
-# host: host.probe.Host; facts: findings.doctor.TargetFacts of each group of
-# targets; checks: findings.doctor.Check; findings: sorted.
-Result = namedtuple("Result", "host facts checks findings")
+
+Result = result_type("doctor", "host facts checks findings", """host: host.probe.Host; facts:
+findings.doctor.TargetFacts of each group of targets; checks:
+findings.doctor.Check; findings: sorted.""")
 
 
 def run(options: Options, progress=nullcontext) -> Result:

@@ -7,13 +7,15 @@ from contextlib import nullcontext
 
 from ..gate.checks import check, read_subjects
 from ..findings.collector import Findings
+from . import result_type
 
 # budgets: gate.budgets.Budget, overrides applied; read, read_baseline: a
 # target's closure (commands/options.py closure_reader: the local store or a
-# binary cache).
-Options = namedtuple("Options", "budgets policy all_chains read read_baseline")
-# results: closure.gate.Result of each budget; findings: sorted.
-Result = namedtuple("Result", "results findings")
+# binary cache); page: the report page to write, or None.
+Options = namedtuple("Options", "budgets policy all_chains read read_baseline page", defaults=(None,))
+
+Result = result_type("gate", "results findings page", """results: gate.checks.Result of each budget;
+findings: sorted; page: as in Options.""")
 
 
 def run(options: Options, progress=nullcontext) -> Result:
@@ -22,4 +24,4 @@ def run(options: Options, progress=nullcontext) -> Result:
     findings = Findings(options.policy, "nix-store")
     with progress() as shown:
         results = check(subjects, options.policy, findings, options.all_chains, progress=shown)
-    return Result(results, findings.sorted())
+    return Result(results, findings.sorted(), options.page)
