@@ -7,24 +7,21 @@ load (as the loader model resolves it: through a driver directory in the
 runpath in a Nix store, the host's directories in a tree); the user-space
 driver's version against the kernel module's; the driver against what the
 target's CUDA runtime needs; the GPUs and whether the target's GPU code runs
-on each. What they judge of a target, target_facts() takes from its audit.
+on each. What they judge of a target (TargetFacts) ops/doctor.py gathers:
+nothing here reads the disk.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import KW_ONLY, dataclass, field
 
 from ..cuda_redist import wheel_for
-from ..gpu import release
 from ..gpu.code import capability_table, runs_on
-from ..gpu.driver import TOOLKIT_DRIVER, at_least, library_version_from_name, needs, parse_version
+from ..gpu.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
 from ..gpu.release import Need, highest
-from ..host.probe import NIXOS_DRIVER_DIR, Host, find_library
-from ..host.root import Root
-from ..storepath import name_part, top_store_path
+from ..host.probe import NIXOS_DRIVER_DIR, Host
 from .collector import Findings
-from .gpu import Kernels, group, verdict
+from .gpu import Kernels, verdict
 
 OK = "ok"  # a check that found nothing wrong; the other statuses are severities
 
@@ -69,7 +66,8 @@ class DriverUse:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetFacts:
-    """What the doctor needs to know of a target, read and resolved by the audit."""
+    """What the doctor needs to know of a target, read and resolved by the
+    audit (ops/doctor.py gathers it)."""
 
     targets: list[str]
     mode: str
@@ -88,103 +86,6 @@ class TargetFacts:
     def release(self) -> tuple[int, int] | None:
         need = highest(self.needs)
         return need.release if need else None
-
-
-def target_facts(report, loader, host: Host) -> TargetFacts:
-    """What the doctor judges of a target, from its audit (ops/audit.py: the
-    report and the loader that resolved it)."""
-    from ..elf.fatbin import read_files  # like ops/doctor.py's audit: only for a target
-    from ..loader.model import DEFAULT, NOT_FOUND
-
-    env = loader.env
-    openers = {r.file for r in report.opened if r.klass == "driver" and r.name.startswith("libcuda.so")}
-    objects: dict[str, object] = {}
-    use = DriverUse(objects=[], driver_dirs=[], without=[], bundled=[], reached=[])
-    compat = None
-    names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
-    # libcudart.so.N -> whether the target's own search paths find it (the
-    # host's directories are looked at under --host-root below, not here).
-    runtime_found: dict[str, bool] = {}
-    for r in report.opened:
-        if r.name.startswith("libcudart.so."):
-            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.path is not None and r.how != DEFAULT)
-    for chain in report.chains:
-        for obj in chain.objects:
-            for res in obj.resolutions:
-                if res.needed.startswith("libcudart.so."):
-                    found = res.path is not None and res.how not in (NOT_FOUND, DEFAULT)
-                    runtime_found[res.needed] = runtime_found.get(res.needed, False) or found
-            if obj.leaf or obj.real in objects:
-                continue
-            objects[obj.real] = obj.elf
-            names.extend((obj.real, n, "DT_NEEDED") for n in obj.elf.needed)
-            if obj.elf.soname:
-                names.append((obj.real, obj.elf.soname, "SONAME"))
-            if obj.real not in openers and not any(n.startswith("libcuda.so") for n in obj.elf.needed):
-                continue
-            use.objects.append(obj.real)
-            dirs = loader.search_path(obj, chain.root)
-            res = loader.find("libcuda.so.1", dirs, chain.root.elf.abi_key())
-            if res.how not in (NOT_FOUND, DEFAULT) and env.inside(loader.realpath(res.path)):
-                real = loader.realpath(res.path)
-                if "cuda_compat" in real or "/compat/" in real:
-                    compat = compat or (res.path, library_version_from_name(os.path.basename(real)))
-                elif res.path not in use.bundled:
-                    use.bundled.append(res.path)
-                continue
-            if env.nix:
-                on_path = [d.path for d in dirs if d.path in env.driver_dirs]
-                if not on_path:
-                    use.without.append(obj.real)
-                use.driver_dirs.extend(d for d in on_path if d not in use.driver_dirs)
-    root = Root(host.root)
-    use.reached = [d for d in use.driver_dirs if root.isfile(f"{d.rstrip('/')}/libcuda.so.1")]
-    needs = release.from_names(names)
-    for path in objects:
-        store = top_store_path(path)
-        need = release.from_file(path, name_part(store) if store else None)
-        if need:
-            needs.append(need)
-    torch = None
-    for directory in _package_dirs(list(objects), env):
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError:  # a directory above the tree that this user cannot list
-            continue
-        needs.extend(release.from_packages(directory, entries))
-        torch = torch or release.torch_version(entries)
-    # The runtime a tree's objects do not find themselves comes from the
-    # host's directories, if at all; a store path never looks there.
-    missing = {}
-    for name, found in sorted(runtime_found.items()):
-        if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
-            missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
-    code = {p: Kernels(p, group(fc.entries)) for p, fc in read_files(sorted(objects), deep=False).items()}
-    return TargetFacts(targets=report.targets, mode=report.mode, driver=use, needs=needs, runtime_missing=missing,
-                       compat=compat, gpu_code=code, torch=torch)
-
-
-def _package_dirs(objects: list[str], env) -> list[str]:
-    """The directories where Python packages of the target lie: each object's
-    directory and those above it, within its store path, or within its
-    tree's parent (a target `site-packages/torch` has its dist-info beside it)."""
-    seen: set[str] = set()
-    out = []
-    for path in objects:
-        top = top_store_path(path)
-        if top is None:
-            top = next((os.path.dirname(r) for r in env.tree_roots if path.startswith(r.rstrip("/") + "/")), None)
-        if top is None:
-            continue
-        d = os.path.dirname(path)
-        while d not in seen and (d + "/").startswith(top.rstrip("/") + "/"):
-            seen.add(d)
-            if os.path.isdir(d):
-                out.append(d)
-            if d == top:
-                break
-            d = os.path.dirname(d)
-    return out
 
 
 def _reach_fixes(driver_dir: str, host: Host) -> list[Fix]:

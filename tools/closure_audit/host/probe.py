@@ -4,7 +4,6 @@ version, and its GPUs with their compute capabilities."""
 
 from __future__ import annotations
 
-import fnmatch
 import mmap
 import os
 import re
@@ -99,32 +98,11 @@ def _tegra_release(root: Root) -> str | None:
     return f"R{m[1]}.{m[2]}" if m else "unknown release"
 
 
-def ld_so_conf_dirs(root: Root, path: str = "/etc/ld.so.conf", depth: int = 0) -> list[str]:
-    """The directories ld.so.conf names, includes followed, under the root."""
-    text = root.read_text(path)
-    out: list[str] = []
-    for line in (text or "").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("hwcap "):
-            continue
-        if line.startswith("include ") and depth < 8:
-            for pattern in line.split()[1:]:
-                if not pattern.startswith("/"):
-                    pattern = os.path.join(os.path.dirname(path), pattern)
-                folder, glob = os.path.split(pattern)
-                for name in root.listdir(folder):
-                    if fnmatch.fnmatchcase(name, glob):
-                        out.extend(ld_so_conf_dirs(root, os.path.join(folder, name), depth + 1))
-        else:
-            out.extend(d for d in re.split(r"[\s,:]+", line) if d.startswith("/"))
-    return out
-
-
 def host_library_dirs(root: Root, kind: str) -> list[str]:
     """Where this host's loader looks, the kind's own driver directory first."""
     first = {"nixos": [NIXOS_DRIVER_DIR], "wsl": [WSL_DRIVER_DIR], "jetson": list(TEGRA_DIRS)}.get(kind, [])
     out = []
-    for d in first + ld_so_conf_dirs(root) + list(SYSTEM_DIRS):
+    for d in first + root.ld_so_conf() + list(SYSTEM_DIRS):
         if d not in out:
             out.append(d)
     return out
