@@ -15,7 +15,7 @@ from cudagen import Nvcc, find_nvcc, gencode
 from closure_audit.gpu.models import capability_of
 from closure_audit.host.probe import probe
 from closure_audit.host.root import Root
-from parts import needs
+from parts import needs, require
 
 pytestmark = pytest.mark.fhs
 needs_nvcc = needs("nvcc (ci/setup installs NVIDIA's compiler wheels)", find_nvcc() is not None)
@@ -367,6 +367,65 @@ def test_a_tree_without_any_cuda_runtime_is_an_error(tmp_path, build):
     shutil.copy(build.lib("elsewhere/libcudart.so.13"), h.path("/usr/lib/x86_64-linux-gnu/libcudart.so.13"))
     rc, data = doctor(h.root, build.root / "venv")
     assert "cuda-runtime-missing" not in {f["rule"] for f in data["findings"]}
+
+
+LOADS_CUDART = "import ctypes, os; ctypes.CDLL('libcudart.so.13', mode=os.RTLD_NOW)"
+
+
+def this_machine_with_cudart(tmp_path, build) -> list[str]:
+    """A command prefix under which this machine's own loader finds a
+    libcudart.so.13 in its default directories: none where it already does
+    (a CUDA install in ld.so.conf), else a private mount namespace whose
+    ld.so.conf.d and ld.so.cache add a directory holding one."""
+    import subprocess
+    import sys
+
+    if subprocess.run([sys.executable, "-c", LOADS_CUDART]).returncode == 0:
+        return []
+    lib = build.lib("machine-cuda/libcudart.so.13").parent
+    conf = tmp_path / "ld.so.conf.d"
+    shutil.copytree("/etc/ld.so.conf.d", conf)
+    (conf / "zz-machine-cuda.conf").write_text(f"{lib}\n")
+    cache = tmp_path / "ld.so.cache"
+    ldconfig = shutil.which("ldconfig", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "ldconfig"
+    script = (f"mount --bind {conf} /etc/ld.so.conf.d && {ldconfig} -X -C {cache} && "
+              f"mount --bind {cache} /etc/ld.so.cache && exec \"$@\"")
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+    works = shutil.which("unshare") and os.geteuid() == 0 and subprocess.run(
+        prefix + [sys.executable, "-c", LOADS_CUDART], capture_output=True).returncode == 0
+    require("a private mount namespace (unshare, as root) to give this machine a libcudart.so.13", bool(works))
+    return prefix
+
+
+def test_host_root_is_the_host_the_loader_searches(tmp_path, build):
+    """Under --host-root the tree's libraries are searched in the root's
+    ld.so.conf and default directories, not this machine's: a torch tree
+    without the CUDA runtime (two objects need it) on a fake host without one
+    is cuda-runtime-missing even where this machine's loader has one."""
+    import subprocess
+    import sys
+
+    site = torch_tree(build, runtime=False)
+    # torch's extension needs libtorch_cuda.so and the runtime itself: where the
+    # runtime comes from the host, libtorch_cuda's need finds it loaded already.
+    elsewhere = build.lib("elsewhere/libcudart.so.13")
+    build.lib(f"{SITE}/torch/_C.so", links=[site / "torch/lib/libtorch_cuda.so", elsewhere],
+              rpath=["$ORIGIN/lib"])
+    prefix = this_machine_with_cudart(tmp_path, build)
+    h = fakehost.ubuntu(tmp_path / "root")
+
+    def missing(*host_root: str) -> set[str]:
+        p = subprocess.run(prefix + [sys.executable, "-m", "closure_audit", "doctor", *host_root,
+                                     str(build.root / "venv"), "--json"],
+                           capture_output=True, text=True, env={**os.environ, "PATH": PATH})
+        assert p.returncode in (0, 1), p.stderr
+        return {f["needed"] for f in json.loads(p.stdout)["findings"] if f["rule"] == "cuda-runtime-missing"}
+
+    assert missing() == set()  # this machine: its loader finds libcudart.so.13
+    assert missing("--host-root", str(h.root)) == {"libcudart.so.13"}
+    # And the fake host's own copy, in its ld.so.conf, is found.
+    shutil.copy(elsewhere, h.path("/usr/local/lib/x86_64-linux-gnu/libcudart.so.13"))
+    assert missing("--host-root", str(h.root)) == set()
 
 
 def test_target_defects_show_on_a_host_without_a_driver(tmp_path, build, monkeypatch):

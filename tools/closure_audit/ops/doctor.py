@@ -14,7 +14,7 @@ from ..findings.doctor import DriverUse, TargetFacts, judge_doctor
 from ..findings.gpu import Kernels, group
 from ..gpu import release
 from ..gpu.driver import library_version_from_name
-from ..host.probe import Host, find_library, probe
+from ..host.probe import Host, probe
 from ..host.root import Root
 from ..storepath import name_part, store_dir, top_store_path
 from ..targets import is_wheel
@@ -67,17 +67,17 @@ def target_facts(report, loader, host: Host) -> TargetFacts:
     use = DriverUse(objects=[], driver_dirs=[], without=[], bundled=[], reached=[])
     compat = None
     names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
-    # libcudart.so.N -> whether the target's own search paths find it (the
-    # host's directories are looked at under --host-root below, not here).
+    # libcudart.so.N -> whether the loader finds it: in the target, or in a
+    # tree the host's directories (those under the host's root).
     runtime_found: dict[str, bool] = {}
     for r in report.opened:
         if r.name.startswith("libcudart.so."):
-            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.path is not None and r.how != DEFAULT)
+            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.path is not None and r.how != NOT_FOUND)
     for chain in report.chains:
         for obj in chain.objects:
             for res in obj.resolutions:
                 if res.needed.startswith("libcudart.so."):
-                    found = res.path is not None and res.how not in (NOT_FOUND, DEFAULT)
+                    found = res.path is not None and res.how != NOT_FOUND
                     runtime_found[res.needed] = runtime_found.get(res.needed, False) or found
             if obj.leaf or obj.real in objects:
                 continue
@@ -118,12 +118,8 @@ def target_facts(report, loader, host: Host) -> TargetFacts:
             continue
         needs.extend(release.from_packages(directory, entries))
         torch = torch or release.torch_version(entries)
-    # The runtime a tree's objects do not find themselves comes from the
-    # host's directories, if at all; a store path never looks there.
-    missing = {}
-    for name, found in sorted(runtime_found.items()):
-        if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
-            missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
+    missing = {name: next((f for f, n, _ in names if n == name), report.targets[0])
+               for name, found in sorted(runtime_found.items()) if not found}
     code = {p: Kernels(p, group(fc.entries)) for p, fc in read_files(sorted(objects), deep=False).items()}
     return TargetFacts(targets=report.targets, mode=report.mode, driver=use, needs=needs, runtime_missing=missing,
                        compat=compat, gpu_code=code, torch=torch)
