@@ -201,7 +201,7 @@ class DoctorJudge:
                                  "it with the driver directory)")])
             return True, None
         without = target.driver.without
-        if without:
+        if without and self.host.env_driver is None:
             shell = [Fix(f"for one shell: export LD_LIBRARY_PATH={_dir(d.path)}",
                          "every library in that directory goes ahead of the closure's own")] if d else []
             self.line("driver-library", f"{without[0]} loads libcuda.so.1 but has no driver directory in its "
@@ -239,6 +239,8 @@ class DoctorJudge:
         if target is None:
             if h.kind == "nixos" or d.path.startswith(NIXOS_DRIVER_DIR):
                 self.line("driver-library", f"driver at {found}")
+            elif h.nix_driver or h.env_driver:
+                self.line("driver-library", f"driver at {found}; Nix programs find it {_nix_way(h)}")
             else:
                 self.line("driver-library", f"the host keeps its driver at {found}; Nix programs look in "
                           f"{NIXOS_DRIVER_DIR}, which this host does not have", rule="no-driver-directory",
@@ -249,9 +251,11 @@ class DoctorJudge:
             self.line("driver-library", f"no object of the target loads libcuda.so.1; the host's driver is at {found}")
             return d.version
         reached = use.reached
-        if reached:
+        if reached or h.env_driver:
+            # LD_LIBRARY_PATH goes ahead of every runpath.
+            way = _nix_way(h) if h.env_driver else f"through {reached[0]}"
             self.line("driver-library", f"the target's {len(use.objects)} object{'s' * (len(use.objects) != 1)} "
-                      f"loading libcuda.so.1 find it through {reached[0]}: {found}")
+                      f"loading libcuda.so.1 find it {way}: {found}")
             return d.version
         self.line("driver-library", f"the target finds the driver only through {', '.join(use.driver_dirs)}, which "
                   f"this host does not have; the host's driver is at {found}", rule="driver-unreachable",
@@ -436,6 +440,13 @@ def _distinct(evidence: list[Need]) -> list[Need]:
             seen.add((n.label, n.source))
             out.append(n)
     return out
+
+
+def _nix_way(host: Host) -> str:
+    """How a Nix program finds the driver without a driver directory of its own."""
+    if host.env_driver:
+        return f"through LD_LIBRARY_PATH ({host.env_driver}, for this shell only)"
+    return f"in {NIXOS_DRIVER_DIR} ({host.nix_driver})"
 
 
 def _dir(path: str) -> str:

@@ -56,6 +56,11 @@ class Host:
     container: str | None = None
     driver_dirs: list[str] = field(default_factory=list)  # the host's directories holding the driver
     driver: DriverLibrary | None = None
+    # The driver as Nix programs find it besides a runpath: libcuda.so.1 in the
+    # driver directory (/run/opengl-driver/lib), and in a directory of this
+    # shell's LD_LIBRARY_PATH (host paths, under the root): their host paths.
+    nix_driver: str | None = None
+    env_driver: str | None = None
     kernel_module: str | None = None  # version, or None when not loaded (or none: WSL, old Jetson)
     kernel_module_text: str | None = None
     tegra_release: str | None = None  # "R36.3.0"
@@ -233,6 +238,9 @@ def probe(root_dir: str = "/") -> Host:
     host = Host(root.path, kind, description, distribution, container=container, tegra_release=tegra)
     host.driver_dirs = host_library_dirs(root, kind)
     host.driver = find_driver(root, host.driver_dirs)
+    host.nix_driver = find_library(root, [NIXOS_DRIVER_DIR], DRIVER_LIBRARY)
+    env_dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d.startswith("/")]
+    host.env_driver = find_library(root, env_dirs, DRIVER_LIBRARY)
     host.kernel_module_text = root.read_text("/proc/driver/nvidia/version")
     host.kernel_module = kernel_module_version(host.kernel_module_text)
     _gpus_from_smi(root, host)
