@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
 
-from ..cuda_redist import wheel_for
-from ..gpu.code import capability_table, runs_on
-from ..gpu.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
-from ..gpu.release import Need, highest
+from ..cuda.redist import wheel_for
+from ..cuda.code import capability_table, runs_on
+from ..cuda.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
+from ..cuda.release import Need, highest
 from ..host.probe import NIXOS_DRIVER_DIR, Host
 from .collector import Findings
 from .gpu import Kernels, verdict

@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
 
-from ..paths import under
+from ..util import under
 from ..elf.files import HostFiles
 from ..elf.reader import ElfFile, InvalidElf
 from ..host.root import Root

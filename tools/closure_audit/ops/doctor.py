@@ -9,14 +9,14 @@ import os
 from collections import namedtuple
 from contextlib import nullcontext
 
+from ..cuda import release
+from ..cuda.driver import library_version_from_name
 from ..findings.collector import Findings
 from ..findings.doctor import DriverUse, TargetFacts, judge_doctor
 from ..findings.gpu import Kernels, group
-from ..gpu import release
-from ..gpu.driver import library_version_from_name
 from ..host.probe import Host, probe
 from ..host.root import Root
-from ..storepath import name_part, store_dir, top_store_path
+from ..nix.storepath import name_part, store_dir, top_store_path
 from ..targets import is_wheel
 
 # root: the host's root directory; targets: paths (installables resolved).
