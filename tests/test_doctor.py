@@ -238,6 +238,30 @@ def test_gpu_code_without_kernels_needs_no_gpu(tmp_path, tmp_path_factory, build
     assert f["files"] == [str(lib / "libk75.so")]
 
 
+@needs_nvcc
+def test_the_judge_reads_nothing(tmp_path, build, gpu_lib, monkeypatch):
+    """What the judge needs of the GPU code, the kernels of a file that no
+    cubin serves on a GPU included, is read while the facts are gathered."""
+    from closure_audit.findings import gpu
+    from closure_audit.findings.policy import parse_policy
+    from closure_audit.ops import doctor as op
+
+    tree = cuda13_tree(build)
+    (tree / "site-packages/torch/lib").mkdir(parents=True)
+    (tree / "site-packages/torch/lib/libkernels.so").write_bytes(gpu_lib.read_bytes())
+    h = fakehost.ubuntu(tmp_path / "root", gpus=[("NVIDIA GeForce GTX 1080", "6.1")])
+    monkeypatch.setenv("PATH", PATH)
+    judge = op.judge_doctor
+
+    def judging(*args):
+        monkeypatch.setattr(gpu, "kernels_of", lambda *_: pytest.fail("the judge read a file's kernels"))
+        return judge(*args)
+
+    monkeypatch.setattr(op, "judge_doctor", judging)
+    result = op.run(op.Options(str(h.root), [str(tree)], parse_policy({})))
+    assert [f.rule for f in result.findings if f.rule == "no-kernel-image"] == ["no-kernel-image"]
+
+
 def test_bad_input(tmp_path):
     p = run_cli("doctor", "--host-root", str(tmp_path / "nope"))
     assert p.returncode == 2 and "--host-root is not a directory" in p.stderr and "Traceback" not in p.stderr

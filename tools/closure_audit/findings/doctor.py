@@ -75,7 +75,7 @@ class TargetFacts:
     needs: list[Need]  # every piece of evidence of the CUDA release the target needs
     runtime_missing: dict[str, str]  # libcudart.so.N needed but found nowhere -> an object that needs it
     compat: tuple[str, str | None] | None  # cuda_compat's libcuda in the target: (path, version)
-    gpu_code: dict[str, Kernels]  # file -> the GPU code it holds, with its kernels read on demand
+    gpu_code: dict[str, Kernels]  # file -> the GPU code it holds, the kernels judging needs read
     torch: str | None = None  # the version of the torch wheel in a tree
 
     @property
@@ -364,7 +364,6 @@ class DoctorJudge:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability unknown ({g.source})",
                           rule="gpu-capability-unknown", file=g.source)
                 continue
-            major, minor = (int(x) for x in g.capability.split("."))
             if g.model_capability is not None and g.model_capability != g.capability:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source}); the model "
                           f"table gives {g.model_capability} for {g.model!r} ({g.model_source}): {g.source}'s "
@@ -372,7 +371,7 @@ class DoctorJudge:
                           capability=g.capability, model_capability=g.model_capability)
             else:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source})")
-            out.append((f"GPU {i} ({g.name}, {g.capability})", (major, minor)))
+            out.append((f"GPU {i} ({g.name}, {g.capability})", g.device))
         return out
 
     def gpu_code(self, target: TargetFacts, devices: list[tuple[str, tuple[int, int]]]) -> None:

@@ -38,6 +38,11 @@ class Gpu:
     model_source: str | None = None
     model: str | None = None
 
+    @property
+    def device(self) -> tuple[int, int] | None:
+        """The capability as (major, minor)."""
+        return None if self.capability is None else tuple(int(x) for x in self.capability.split("."))
+
 
 @dataclass
 class DriverLibrary:

@@ -10,6 +10,7 @@ from collections import namedtuple
 from contextlib import nullcontext
 
 from ..cuda import release
+from ..cuda.code import runs_on
 from ..cuda.driver import library_version_from_name
 from ..findings.collector import Findings
 from ..findings.doctor import DriverUse, TargetFacts, judge_doctor
@@ -38,6 +39,10 @@ def run(options: Options, progress=nullcontext) -> Result:
             for group in by_kind(options.targets):
                 report, loader = audit(group, options.policy, progress=shown, host_root=host.root)
                 facts.append(target_facts(report, loader, host))
+    devices = [g.device for g in host.gpus if g.device is not None]
+    for f in facts:
+        for kernels in f.gpu_code.values():
+            kernels.read_for(devices, runs_on)
     findings = Findings(options.policy, facts[0].mode if facts else "nix-store", None)
     checks = judge_doctor(host, facts, findings)
     return Result(host, facts, checks, findings.sorted())
