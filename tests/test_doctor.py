@@ -62,6 +62,31 @@ def test_root_resolves_absolute_links_inside_the_root(tmp_path):
     assert root.isfile("/run/opengl-driver/lib/libcuda.so.1") and not os.path.exists(real)
 
 
+def test_ld_so_conf_is_read_as_ldconfig_reads_it(tmp_path):
+    """The directories a root's ld.so.conf names, in ldconfig's own order
+    (`ldconfig -r ROOT -v` lists those it indexes): includes relative and
+    globbed in any component, `hwcap` lines, an old `=TYPE` suffix, trailing
+    slashes, and a line of several names, which is one directory to ldconfig."""
+    import re
+    import subprocess
+
+    ldconfig = shutil.which("ldconfig", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    require("ldconfig, as root (-r chroots)", bool(ldconfig) and os.geteuid() == 0)
+    h = fakehost.FakeHost(tmp_path / "root")
+    h.file("/etc/ld.so.conf", "include ld.so.conf.d/*.conf\n# a comment\nhwcap 0 nosegneg\n/opt/a/lib=libc6\n"
+                              "/opt/c/lib///  \n/opt/a/lib /opt/b/lib:/opt/c/lib\n  /opt/e/lib\n"
+                              "include /etc/ld.so.conf.e*/*.conf\n")
+    h.file("/etc/ld.so.conf.d/d.conf", "/opt/d/lib\n")
+    h.file("/etc/ld.so.conf.extra/x.conf", "/opt/b/lib\n")
+    for d in "abcde":
+        h.path(f"/opt/{d}/lib").mkdir(parents=True)
+    p = subprocess.run([ldconfig, "-r", str(h.root), "-X", "-C", "/ld.so.cache", "-v"], capture_output=True, text=True)
+    theirs = [m[1] for m in re.finditer(r"^(/\S*): \(from (?!<builtin>)", p.stdout, re.M)]
+    root = Root(str(h.root))
+    ours = [d for d in root.ld_so_conf() if root.isdir(d)]
+    assert ours == theirs == ["/opt/d/lib", "/opt/a/lib", "/opt/c/lib", "/opt/e/lib", "/opt/b/lib"], p.stderr
+
+
 @pytest.mark.parametrize("kind", ["nixos", "ubuntu", "wsl", "jetson"])
 def test_probe_each_kind_of_host(tmp_path, kind, monkeypatch):
     monkeypatch.setenv("PATH", PATH)

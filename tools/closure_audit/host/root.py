@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 
 
 class Root:
@@ -86,7 +85,9 @@ class Root:
 
     def ld_so_conf(self, path: str = "/etc/ld.so.conf", _depth: int = 0) -> list[str]:
         """The directories ld.so.conf names, in order, its includes followed:
-        what ldconfig indexes in ld.so.cache (it skips relative names)."""
+        what ldconfig indexes in ld.so.cache. As ldconfig reads it: one
+        directory a line, an old `=TYPE` suffix and trailing slashes dropped;
+        relative names, which depend on ldconfig's working directory, skipped."""
         out: list[str] = []
         for line in (self.read_text(path) or "").splitlines():
             line = line.split("#", 1)[0].strip()
@@ -98,8 +99,8 @@ class Root:
                         pattern = os.path.join(os.path.dirname(path), pattern)
                     for included in self.glob(pattern):
                         out.extend(self.ld_so_conf(included, _depth + 1))
-            else:
-                out.extend(d for d in re.split(r"[\s,:]+", line) if d.startswith("/"))
+            elif line.startswith("/"):
+                out.append(line.split("=", 1)[0].strip().rstrip("/") or "/")
         return out
 
     def read_text(self, host_path: str, limit: int = 1 << 20) -> str | None:
