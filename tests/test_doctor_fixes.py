@@ -211,3 +211,28 @@ def test_installing_the_driver(tmp_path):
     h.kernel_module("580.95.05", open_module=True)
     data = doctor(h.root)
     assert line(data, "driver-library")["status"] != "error" and data["summary"]["error"] == 0, data["findings"]
+
+
+def test_upgrading_the_driver_past_minor_version_compatibility(tmp_path, build):
+    """driver-minor-compat: the driver CUDA 12.4 asks for itself."""
+    h = fakehost.ubuntu(tmp_path / "root", driver="535.183.01")
+    build.lib("lib/libcudart.so.12.4.127", soname="libcudart.so.12")
+    data = doctor(h.root, build.root)
+    assert fix(data, "driver-minor-compat", "upgrade").startswith("upgrade the NVIDIA driver to 550.54.14 or newer")
+    lib = "/usr/lib/x86_64-linux-gnu"
+    os.unlink(h.path(f"{lib}/libcuda.so.1"))
+    h.libcuda(lib, "libcuda.so.550.54.14")
+    h.kernel_module("550.54.14", open_module=True)
+    data = doctor(h.root, build.root)
+    assert line(data, "cuda-runtime")["status"] == "ok" and data["findings"] == [], data["findings"]
+
+
+def test_a_container_started_with_the_gpu(tmp_path):
+    """gpu-not-found in a container: started with --gpus all, the runtime
+    mounts nvidia-smi and the driver's /proc files in."""
+    h = fakehost.container_h200(tmp_path / "root")
+    os.unlink(h.path("/fakebin/nvidia-smi"))
+    data = doctor(h.root)
+    assert "start it with --gpus all" in fix(data, "gpu-not-found", "check that the GPU is seen")
+    h.nvidia_smi([("NVIDIA H200", "9.0")], "580.159.04")
+    assert line(doctor(h.root), "gpus")["status"] == "ok"
