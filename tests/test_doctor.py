@@ -472,8 +472,10 @@ def test_host_root_is_the_host_the_loader_searches(tmp_path, build):
 
     assert missing() == set()  # this machine: its loader finds libcudart.so.13
     assert missing("--host-root", str(h.root)) == {"libcudart.so.13"}
-    # And the fake host's own copy, in its ld.so.conf, is found.
-    shutil.copy(elsewhere, h.path("/usr/local/lib/x86_64-linux-gnu/libcudart.so.13"))
+    # And the fake host's own copy, in its ld.so.conf, is found, through a
+    # link that is absolute on the host (the root's /opt, not this machine's).
+    shutil.copy(elsewhere, h.path("/opt/cuda-13.0/lib/libcudart.so.13.0.96"))
+    h.link("/usr/local/lib/x86_64-linux-gnu/libcudart.so.13", "/opt/cuda-13.0/lib/libcudart.so.13.0.96")
     assert missing("--host-root", str(h.root)) == set()
 
 

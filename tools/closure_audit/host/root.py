@@ -137,3 +137,35 @@ class Root:
         except (OSError, subprocess.TimeoutExpired):
             return None
         return p.returncode, p.stdout, p.stderr
+
+
+class RootFiles:
+    """The files an audit reads (elf/files.py), with those under a host's
+    root seen as Root sees them: an absolute link there starts again at the
+    root, so the loader model follows the host's links, not this machine's."""
+
+    def __init__(self, files, root: Root):
+        self._files = files
+        self._root = root
+        self._prefix = root.path.rstrip("/") + "/"
+
+    def _here(self, path: str) -> str:
+        return self._root.here(path[len(self._prefix) - 1:]) if path.startswith(self._prefix) else path
+
+    def realpath(self, path: str) -> str:
+        return self._files.realpath(self._here(path))
+
+    def listdir(self, directory: str):
+        return self._files.listdir(self._here(directory))
+
+    def identity(self, path: str):
+        return self._files.identity(self._here(path))
+
+    def read_elf(self, path: str):
+        return self._files.read_elf(self._here(path))
+
+    def open(self, path: str):
+        return self._files.open(self._here(path))
+
+    def same_contents(self, a: str, b: str) -> bool:
+        return self._files.same_contents(self._here(a), self._here(b))

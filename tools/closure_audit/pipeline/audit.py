@@ -14,7 +14,7 @@ from ..findings.collector import Findings
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
 from ..findings.rules import has_error
-from ..host.root import Root
+from ..host.root import Root, RootFiles
 from ..loader import model as ld
 from ..loader.chains import resolve
 from ..nix.storepath import store_dir
@@ -89,7 +89,8 @@ def audit(targets: list[str], policy, root: str | None = None,
     env = environment(walked.mode, walked.roots, policy, host_root)
     findings = Findings(policy, walked.mode, walked.scope)
     findings.invalid_elf(walked.scan.problems)
-    loader = ld.Loader(env, known=walked.scan.elf, files=walked.files)
+    files = walked.files if env.host_root == "/" else RootFiles(walked.files, Root(env.host_root))
+    loader = ld.Loader(env, known=walked.scan.elf, files=files)
     resolved = resolve(loader, walked.scan.elf)
     read = names.results()
     for path in walked.scan.elf:
