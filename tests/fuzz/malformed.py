@@ -1,5 +1,6 @@
 """Malformed ELF files made from real ones: the ELF identification and the
-header's own fields stay intact, one inner structure is broken.
+header's own fields stay intact, one inner structure is broken (or the count
+of program headers, which the loader reads as given).
 
 Every mutation breaks a rule by construction (a table past the end of the
 file, an index past a count, a string with no terminator, ...), so a reader
