@@ -148,7 +148,7 @@ def closures(tmp_path_factory):
                                                         recursive=True)}
     dlopened = ":".join(f"${{libs.{n}}}/lib" for n in DLOPENED)
     expr = (EXPR.replace("@SPLIT@", " ".join(entries)).replace("@TORCH@", os.path.dirname(torch_dir))
-            .replace("@DRIVER_HOOK@", str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"))
+            .replace("@DRIVER_HOOK@", str(hookfile.substituted(tmp)))
             .replace("@SPLIT_HOOK@", str(hookfile.split_substituted(tmp))).replace("@DLOPENED@", dlopened)
             .replace("@FIXUPS@", str(ROOT / "pkgs/cuda/fixups.nix"))
             .replace("@STUB_LIB@", str(ROOT / "tests/contract/nixpkgs-contract-stub/lib.nix")))

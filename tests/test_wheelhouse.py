@@ -59,7 +59,7 @@ def test_redist_layout_tarball_from_the_real_wheel(tmp_path):
 @needs_nix
 def test_split_build_of_the_real_cudart(tmp_path):
     archive = _cudart_tarball(tmp_path)
-    hook_split, hook_rp = hookfile.split_substituted(tmp_path), ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
+    hook_split, hook_rp = hookfile.split_substituted(tmp_path), hookfile.substituted(tmp_path)
     consumer, out, lib, static, dev = nix_build(tmp_path, f'''
       let
         cudart = builtins.derivation {{
