@@ -127,7 +127,8 @@ def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
     chunks = [order[lo:lo + CHUNK] for lo in range(0, len(order), CHUNK)]
 
     def one(chunk: np.ndarray) -> np.ndarray:
-        return column_sums(reached_by(c, unique_parts[chunk]), part_nar, len(chunk))
+        bits, base = reached_by(c, unique_parts[chunk])
+        return column_sums(bits, part_nar[c.order[base:]], len(chunk))
 
     # The passes are independent and numpy lets go of the interpreter inside
     # them: one thread per core (WORKERS at most, each holding one chunk's bits).
