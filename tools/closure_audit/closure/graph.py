@@ -64,6 +64,14 @@ class Graph:
     def _reversed(self) -> tuple[np.ndarray, np.ndarray]:
         return reverse(self.ptr, self.targets)
 
+    @functools.cached_property
+    def lines(self) -> tuple[str, np.ndarray]:
+        """Every path, a line each, and where each line starts: patterns are
+        searched over all paths at once (why.py)."""
+        starts = np.zeros(len(self.paths), dtype=np.int64)
+        np.cumsum([len(p) + 1 for p in self.paths[:-1]], out=starts[1:])
+        return "\n".join(self.paths), starts
+
     def referrers(self, path: str) -> list[str]:
         """The paths that reference `path`, sorted."""
         rptr, rsources = self._reversed

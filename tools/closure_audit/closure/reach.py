@@ -58,10 +58,13 @@ class Search:
         return chain[::-1]
 
 
-def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int]) -> Search:
+def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int], avoid: int | None = None) -> Search:
+    """The search from `roots`, never entering `avoid` (a path taken out)."""
     n = len(ptr) - 1
     parent = np.full(n, UNREACHED, dtype=np.int64)
-    frontier = np.array(list(dict.fromkeys(roots)), dtype=np.int64)
+    if avoid is not None:
+        parent[avoid] = ROOT  # seen already, so never entered, and left out of `order` below
+    frontier = np.array([r for r in dict.fromkeys(roots) if r != avoid], dtype=np.int64)
     parent[frontier] = ROOT
     parts, levels = [], [0]
     while frontier.size:
@@ -76,6 +79,8 @@ def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int]) -> Sea
         frontier = nxt[first].astype(np.int64)
         parent[frontier] = via[first]
     order = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if avoid is not None:
+        parent[avoid] = UNREACHED
     return Search(order, levels, parent)
 
 
