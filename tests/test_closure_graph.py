@@ -293,6 +293,7 @@ def test_patterns_tested_over_all_paths_at_once_match_one_path_at_a_time(named, 
     """`why PATTERN...` and the policy's forbidden patterns, searched over
     every path at once: the paths a test of each path finds, no more."""
     entries = {f"{S}/{h}-{name}": {"narSize": 1, "references": []} for name, h in named}
+    entries[f"{S}/{named[0][1][:pick]}"] = {"narSize": 1, "references": []}  # a last part too short for a name
     c = Closure(build_graph(parse_path_info(entries, S, "t")), [next(iter(entries))], "t", S)
     chosen = c.paths[pick % len(c.paths)]
     patterns = [*patterns, chosen, chosen.rpartition("/")[2][:32]]  # a store path and a hash part

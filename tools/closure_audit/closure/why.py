@@ -96,14 +96,17 @@ def _lines(closure: Closure, regex: str) -> list[int]:
     return sorted(set((np.searchsorted(starts, found, side="right") - 1).tolist()))
 
 
-def _sifted(closure: Closure, globs: list[str]) -> list[int]:
-    """The paths whose store name, or a last part of it, one of the shell
-    patterns `globs` may match: a superset of the paths they match, for the
-    caller to decide on each."""
+def _sifted(closure: Closure, globs: list[str], released: bool = False) -> list[int]:
+    """The paths whose store name one of the shell patterns `globs` may
+    match (`released`: or the name without its release prefix, which ends in
+    '-'): a superset, for the caller to decide on each. A store name follows
+    a path's last '/' and its hash part's 32 characters and '-'; a last part
+    too short for that (no name) is taken as a candidate."""
     if not globs:
         return []
-    # A store name, and each of its last parts, is a last part of a path's last component.
-    return _lines(closure, "(?m)/[^/\\n]*?(?:" + "|".join(map(_glob_regex, globs)) + ")$")
+    skip = "(?:[^/\\n]*?-)?" if released else ""
+    found = _lines(closure, f"(?m)/[^/\\n]{{33}}{skip}(?:{'|'.join(map(_glob_regex, globs))})$")
+    return sorted({*found, *_lines(closure, "(?m)/[^/\\n]{0,32}$")})
 
 
 def matching(closure: Closure, patterns: list[str]) -> dict[str, str]:
@@ -118,7 +121,7 @@ def matching(closure: Closure, patterns: list[str]) -> dict[str, str]:
             candidates.update(_lines(closure, "/" + re.escape(pattern)))
         else:
             globs.append(pattern if any(c in pattern for c in "*?[") else pattern + "*")
-    candidates.update(_sifted(closure, globs))
+    candidates.update(_sifted(closure, globs, released=True))
     tests = [(p, matcher(p, closure)) for p in patterns]
     out = {}
     for i in sorted(candidates):
