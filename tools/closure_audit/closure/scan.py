@@ -292,12 +292,11 @@ def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
     if absolute.all():
         first = bytes(a[key_from[0]:key_from[0] + key_len[0]])
         skip = first.rfind(b"/") + 1
-        if skip < 8 or not (a[ref_from] == ord("/")).all():
+        if skip < 8:
             return None
-        head = np.full(1, key_from[0])
-        for f in (key_from, ref_from):
-            if not buf.equal(f, np.broadcast_to(head, f.shape), np.full(len(f), skip)):
-                return None
+        # Every path under one store: a reference, compared whole with a path below, is too.
+        if not buf.equal(key_from, np.full(len(key_from), key_from[0]), np.full(len(key_from), skip)):
+            return None
     else:
         skip = 0
         who, at = store_dirs
@@ -306,7 +305,7 @@ def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
     if (key_len < skip + 32).any() or (ref_len < skip + 32).any():
         return None
 
-    def fingerprint(f):
+    def fingerprint(f):  # the hash part's 32 characters in one word: distinct among the paths, or refused
         h = np.zeros(len(f), dtype=np.uint64)
         for k, mult in enumerate((0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)):
             h = (h ^ buf.words(f + skip + 8 * k)) * np.uint64(mult)
@@ -318,7 +317,9 @@ def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
     if (sorted_keys[1:] == sorted_keys[:-1]).any():
         return None
     wanted = fingerprint(ref_from)
-    place = np.minimum(np.searchsorted(sorted_keys, wanted), len(keys) - 1)
+    asked = np.argsort(wanted)  # searched in order, each search starts where the last ended
+    place = np.empty(len(wanted), dtype=np.int64)
+    place[asked] = np.minimum(np.searchsorted(sorted_keys, wanted[asked]), len(keys) - 1)
     if not (sorted_keys[place] == wanted).all():
         return None
     target = by_key[place]
