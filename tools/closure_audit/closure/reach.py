@@ -216,12 +216,13 @@ def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarr
     words = np.ascontiguousarray(bits[rows].T)  # word k of every row: bits 64k..64k+63
     weights = weights[rows]
     exact_in_float = int(weights.sum()) < 1 << 53  # float64 sums of integers below 2**53 are exact
+    as_float = weights.astype(np.float64)  # once, not once for each of the bincounts below
     per_value = np.zeros((8 * len(words), 256), dtype=np.int64)
     for k, word in enumerate(words):
         octets = word.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8)  # byte b: bits 8b..8b+7
         for b in range(8):
             if exact_in_float:
-                per_value[8 * k + b] = np.bincount(octets[:, b], weights=weights, minlength=256).round()
+                per_value[8 * k + b] = np.bincount(octets[:, b], weights=as_float, minlength=256).round()
             else:
                 np.add.at(per_value[8 * k + b], octets[:, b], weights)
     has_bit = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1  # value, bit -> 0/1
