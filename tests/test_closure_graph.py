@@ -22,11 +22,12 @@ from hypothesis import strategies as st
 from closure_audit.closure import reach, sizes
 from closure_audit.closure.graph import Closure, build_graph, loads, parse_path_info
 from closure_audit.closure.sizes import TOP, added_sizes_of, closure_sizes, dominator_tree, roots_closure_size, table
-from closure_audit.closure.why import forbidden_matches, matcher, matching, shortest_chains
+from closure_audit.closure.why import matcher, matching, shortest_chains
 from closure_audit.errors import ClosureError
+from closure_audit.findings.forbidden import forbidden_matches
 from closure_audit.findings.policy import Policy
 from closure_audit.output.json_report import write
-from closure_audit.storepath import name_part
+from closure_audit.nix.storepath import name_part
 
 S = "/nix/store"
 B32 = "0123456789abcdfghijklmnpqrsvwxyz"

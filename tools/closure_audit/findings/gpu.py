@@ -21,9 +21,9 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 from __future__ import annotations
 
 from ..elf.fatbin import Entry, kernels_of
-from ..gpu.code import Code, runs_on, serves
-from ..gpu.request import Request
-from ..units import format_size
+from ..cuda.code import Code, runs_on, serves
+from ..cuda.request import Request
+from ..util import format_size
 from .collector import Findings
 from .rules import Finding, has_error
 
@@ -94,6 +94,15 @@ class Kernels:
                     return None
                 out |= names
         return out
+
+    def read_for(self, devices: list[tuple[int, int]], usable=serves) -> None:
+        """Read now the kernels verdict() may ask for on `devices` (those of
+        every code, where no cubin serves a device), so that judging reads
+        nothing."""
+        codes = self.codes()
+        if any(not any(usable(c, d) for c in codes if c.kind == "sm") for d in devices):
+            for c in codes:
+                self.of(c)
 
     def hold_any(self, codes) -> bool:
         """Whether any of `codes` defines a kernel (or may)."""
