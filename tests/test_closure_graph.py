@@ -26,6 +26,7 @@ from closure_audit.closure.why import matcher, matching, shortest_chains
 from closure_audit.errors import ClosureError
 from closure_audit.findings.forbidden import forbidden_matches
 from closure_audit.findings.policy import Policy
+from closure_audit.output import json_report
 from closure_audit.output.json_report import write
 from closure_audit.nix.storepath import name_part
 
@@ -214,8 +215,12 @@ def test_an_incomplete_or_damaged_closure_is_refused():
         parse_path_info({path(0): {"narSize": 1, "references": path(1)}}, S, "t")
 
 
-def test_streamed_json_is_what_json_dumps_writes():
-    rows = [{"path": path(i), "size": i} for i in range(3)]
+@pytest.mark.parametrize("batch", [1024, 2])
+def test_streamed_json_is_what_json_dumps_writes(batch, monkeypatch):
+    """Rows streamed a batch at a time (one batch, or several with a row not
+    in ASCII among them): the text json.dumps writes of the whole."""
+    monkeypatch.setattr(json_report, "ROWS", batch)
+    rows = [{"path": path(i), "size": i, "nested": [i, {"x": None}]} for i in range(5)] + [{"name": "é"}]
     report = {"schema": "x", "empty": [], "nested": {"a": [1, {"b": None}]}, "rows": iter(rows), "none": iter(())}
     out: list[str] = []
     write(report, out.append)
