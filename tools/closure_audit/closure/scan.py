@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-QUOTE, COLON, COMMA = 34, 58, 44
+QUOTE, COLON = 34, 58
 OPEN, CLOSE = b"{[", b"}]"
 SPACE = b" \t\n\r"
 BLOCK = 1 << 26  # bytes compared at once when finding the quotes
@@ -121,12 +121,6 @@ def _skeleton(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         at = np.repeat(s - p, n) + np.arange(int(p[0]), int(p[-1] + n[-1]), dtype=np.int64)
         out[int(p[0]):int(p[-1] + n[-1])] = a[at]
     return out, placed[1:] - 1
-
-
-def _next(positions: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """For each offset of `after`, the first of the sorted `positions` at or
-    beyond it (len(positions) where none is)."""
-    return np.searchsorted(positions, after)
 
 
 def scan(data: bytes, store: str):
