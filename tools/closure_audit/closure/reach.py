@@ -154,7 +154,7 @@ def condense(ptr: np.ndarray, targets: np.ndarray) -> Condensed:
     import igraph
 
     sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-    g = igraph.Graph(n=n, edges=np.column_stack((sources, targets)), directed=True)
+    g = igraph.Graph(n=n, edges=list(zip(sources.tolist(), targets.tolist())), directed=True)
     part = np.array(g.connected_components(mode="strong").membership, dtype=np.int64)
     parts = int(part.max()) + 1 if n else 0
     a, b = part[sources], part[targets]
