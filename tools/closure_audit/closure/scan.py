@@ -50,7 +50,7 @@ class _Bytes:
             flat[k] = int.from_bytes(self.data[where[k]:where[k] + 8].ljust(8, b"\0"), "little")
         return out
 
-    def equal(self, a: np.ndarray, b: np.ndarray, length: np.ndarray, block: int = 1 << 17) -> bool:
+    def equal(self, a: np.ndarray, b: np.ndarray, length: np.ndarray, block: int = 1 << 14) -> bool:
         """Whether the `length[i]` bytes at a[i] and b[i] are the same, for
         every i. Each string is read whole, as one row of bytes (b's strings
         lie anywhere in the dump: reading them a word at a time across all
@@ -115,7 +115,7 @@ def _skeleton(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lengths = ends - starts
     placed = np.cumsum(lengths) - lengths
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    step = 1 << 22
+    step = 1 << 16  # gaps a piece: a few MB of indices
     for lo in range(0, len(starts), step):  # in pieces: the index arrays stay small
         s, n, p = starts[lo:lo + step], lengths[lo:lo + step], placed[lo:lo + step]
         at = np.repeat(s - p, n) + np.arange(int(p[0]), int(p[-1] + n[-1]), dtype=np.int64)
