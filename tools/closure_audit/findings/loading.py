@@ -31,7 +31,11 @@ class FromHost:
     which counts every object, names the tree's copy if it holds one (what
     its search path misses) and otherwise what to install."""
 
-    def __init__(self, processes=(), providers: dict[str, list[str]] | None = None, inside=None):
+    def __init__(self, processes=(), providers: dict[str, list[str]] | None = None, inside=None,
+                 unread: list[str] | None = None):
+        """`unread`: framework files whose preloads could not be read
+        (loader/preloads.py notes): what they load first is unknown."""
+        self.unread = unread or []
         self._libraries: dict[str, tuple[str, dict[str, dict]]] = {}  # name -> (host path, {file: evidence})
         self.processes = list(processes)
         self.providers = providers or {}
@@ -71,9 +75,11 @@ class FromHost:
                          for p in v if self.inside(p)]
             if held:
                 # The tree has it: what is wrong is the path to it, not a missing wheel.
+                first = (f"nothing the tree is known to load first maps it ({self.unread[0]})" if self.unread
+                         else "nothing the tree loads first maps it")
                 text = (f"{name}: the tree holds {held[0]}, but the search path of {os.path.basename(files[0])}"
-                        f"{more} does not reach it and nothing the tree loads first maps it, so the loader takes "
-                        f"the host's {host_path}{twice}: add {os.path.dirname(held[0])} to its runpath")
+                        f"{more} does not reach it and {first}, so the loader takes the host's {host_path}"
+                        f"{twice}: add {os.path.dirname(held[0])} to its runpath")
             else:
                 only = (f" (the tree holds only {versioned[0]}, which glibc does not take for {name})"
                         if versioned else "")

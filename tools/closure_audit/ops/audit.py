@@ -127,13 +127,13 @@ def audit(targets: list[str], policy, root: str | None = None,
     for path in walked.scan.elf:
         if path not in read and not os.path.isfile(path):
             read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
-    processes = []
+    processes, unread = [], []
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)
-        processes = build_processes(loader, resolved, env.tree_roots, preloads)
+        processes, unread = build_processes(loader, resolved, env.tree_roots, preloads), preloads.notes
         judge_processes(processes, findings, env.is_driver)
     # What is opened first: it tells which entry points are plugins.
-    from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)))
+    from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread)
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
