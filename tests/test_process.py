@@ -377,3 +377,21 @@ def test_pathfinder_1_3_tables_glob_the_first_file_by_name(stack):
     assert not finder.exact and notes == []
     assert [os.path.basename(p) for p, _ in finder.load("cublas", listing)] == ["libcublasLt.so.13", "libcublas.so.13"]
     assert "nccl" in finder.catalog and finder.catalog["cublas"].deps == ("cublasLt",)
+
+
+def test_the_first_screen_shows_errors_then_each_frameworks_conditional_loads(stack, tmp_path):
+    from conftest import run_cli
+
+    os.unlink(stack.cufft)
+    policy = tmp_path / "policy.toml"
+    dirs = [str(stack.host)] + list(host_policy(stack.host).host_dirs[1:])  # and the real libc's
+    policy.write_text(f'schema = "closure-audit-policy/1"\n[host]\ndirectories = {json.dumps(dirs)}\n')
+    p = run_cli("audit", "--policy", str(policy), str(stack.venv))
+    assert p.returncode == 1, p.stderr
+    out = p.stdout
+    error = out.index("cuda-library-from-host · error")
+    block = out.index("cupy · 2 needs loaded from the tree only because cuda-pathfinder loads them first")
+    stale = out.index("torch: 1 runpath entry names a directory that does not exist (CUDA 12 wheel layout); "
+                      "every need resolves")
+    assert error < block < stale
+    assert "cupy_backends.cuda.libs.cublas" in out[block:stale] and "libnvrtc.so.13" in out[block:stale]

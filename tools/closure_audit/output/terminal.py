@@ -16,6 +16,7 @@ from ..findings.rules import ERROR, INFO, RULES, SEVERITIES, SEVERITY_RANK, WARN
 from ..storepath import name_part, top_store_path
 from ..paths import relative_to
 from ..units import format_growth, format_size
+from . import grouped
 from .text import printable, version_change
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}
@@ -134,7 +135,12 @@ def render_audit(report, console, tree: Chain | None = None, opened: bool = Fals
     if tree is not None:
         console.print()
         console.print(_load_tree(tree, report.mode, short))
-    findings_tables(console, report.findings, short)
+    # Errors first, then each framework's conditional loads, the rest, one line per package of stale entries.
+    errors, conditional, rest, stale = grouped.split(report.findings)
+    findings_tables(console, errors, short)
+    grouped.conditional_blocks(console, conditional, short)
+    findings_tables(console, rest, short)
+    grouped.stale_lines(console, stale, report.env.tree_roots)
     added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
     for e in report.explanations:
         console.print()
