@@ -126,9 +126,11 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
         if m is not None:
             modules.setdefault(m[0].split("/", 1)[0], []).append((m[0], m[1], path))
     tops = set(modules) | {p.package for p in found.preloads}
+    # Heads are any package of the sites: jax itself holds no module, jaxlib and jax_plugins do.
+    names = tops | {n for s in sites for n in loader.listing(s) or () if n.isidentifier()}
     groups: dict[str, list[str]] = {}
     for top in sorted(tops):
-        groups.setdefault(framework(top, tops), []).append(top)
+        groups.setdefault(framework(top, names), []).append(top)
     out = []
     for name, packages in groups.items():
         proc = Process(name, tuple(packages))
