@@ -54,7 +54,9 @@ def site_dirs(roots: tuple[str, ...]) -> list[str]:
         if os.path.basename(root.rstrip("/")) in ("site-packages", "dist-packages"):
             found = [root]
         else:
-            found = sorted(glob.glob(os.path.join(glob.escape(root), "lib*", "python*", "*-packages")))
+            base = glob.escape(root)
+            found = sorted(glob.glob(os.path.join(base, "lib*", "python*", "*-packages"))) or sorted(
+                glob.glob(os.path.join(base, "*-packages")))
         for d in found or [root]:
             if d not in out:
                 out.append(d)
