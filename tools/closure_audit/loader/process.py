@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..paths import under
+from ..util import under
 from .chains import Resolved
 from .model import ALREADY_LOADED, NOT_FOUND, LinkMap, LoadedObject, Loader, Resolution
 from .preloads import Preload, Preloads, site_dirs

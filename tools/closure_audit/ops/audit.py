@@ -20,7 +20,7 @@ from ..loader import model as ld
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads
 from ..loader.process import build_processes
-from ..storepath import store_dir
+from ..nix.storepath import store_dir
 from ..targets import Target, is_wheel
 
 # targets: targets.Target records; path_info: a saved dump of their closure;
@@ -139,7 +139,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     from_host.report(findings)
     explanations = []
     if closure is not None:
-        from ..closure.why import forbidden_paths  # numpy and igraph: only for a closure
+        from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
 
         explanations = forbidden_paths(closure, policy, findings, progress=progress)
     report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,

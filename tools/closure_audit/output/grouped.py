@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..findings.rules import ERROR, INFO
 from ..loader.preloads import site_dirs
-from ..paths import under
+from ..util import under
 from .text import printable
 
 CONDITIONAL, STALE = "preloaded-library", "runpath-stale-dir"
