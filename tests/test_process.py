@@ -67,6 +67,7 @@ def _preload_cuda_deps(err=None, required=True):
         ("cublas", "libcublas.so.*[0-9]"),
         ("cudnn", "libcudnn.so.*[0-9]"),
         ("cuda_nvrtc", "libnvrtc.so.*[0-9]"),
+        ("cuda_nvrtc", "libnvrtc-builtins.so.*[0-9]"),
         ("cufft", "libcufft.so.*[0-9]"),
     ]
     for lib_folder, lib_name in cuda_libs:
@@ -331,6 +332,32 @@ def test_a_name_without_a_version_only_the_host_answers_names_the_trees_versione
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "LD_LIBRARY_PATH": str(stack.host)}).stdout
     assert str(stack.host / "libcublas.so.13") in out and str(stack.cublas) not in out
+
+
+def test_a_dlopen_uses_the_callers_paths_unless_the_name_is_already_loaded(stack, build, tmp_path):
+    """NVRTC has no runpath: its dlopen of its built-ins searches the host's
+    directories, though the wheel's copy sits beside it; where a framework has
+    loaded the built-ins by path (cuda-pathfinder 1.9 beside NVRTC, for CuPy;
+    torch's list too), the loaded one answers the name."""
+    builtins = build.lib(f"{os.path.relpath(stack.cu13, build.root)}/libnvrtc-builtins.so.13.0")
+    build.lib("../host/libnvrtc-builtins.so.13.0", code="int host_builtins = 1;\n")
+    src = tmp_path / "nvrtc.c"
+    src.write_text('#include <dlfcn.h>\nint compile(void) { return dlopen("libnvrtc-builtins.so.13.0", RTLD_NOW) != 0; }\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stack.nvrtc), str(src), "-Wl,-soname,libnvrtc.so.13"],
+                   check=True)
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = [f for f in by_rule(report, "preloaded-library", "libnvrtc-builtins.so.13.0") if f.file == str(stack.nvrtc)]
+    assert (f.fields["loaded_by"], f.fields["trigger"], f.fields["tree_path"], f.fields["host_path"]) == (
+        "cuda-pathfinder", "CuPy's first compile (SoftLink)", str(builtins),
+        str(stack.host / "libnvrtc-builtins.so.13.0"))
+    run = "import ctypes, os, sys; [ctypes.CDLL(p) for p in sys.argv[1:]][-1].compile(); print(open('/proc/self/maps').read())"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stack.host)}
+    alone = subprocess.run([sys.executable, "-c", run, str(stack.nvrtc)], env=env, capture_output=True, text=True,
+                           check=True).stdout
+    assert f.fields["host_path"] in alone and str(builtins) not in alone
+    preloaded = subprocess.run([sys.executable, "-c", run, str(stack.nvrtc), str(builtins), str(stack.nvrtc)], env=env,
+                               capture_output=True, text=True, check=True).stdout
+    assert str(builtins) in preloaded and f.fields["host_path"] not in preloaded
 
 
 def test_the_process_record_says_what_each_need_resolves_to_and_why(stack):
