@@ -360,6 +360,21 @@ def test_a_dlopen_uses_the_callers_paths_unless_the_name_is_already_loaded(stack
     assert str(builtins) in preloaded and f.fields["host_path"] not in preloaded
 
 
+def test_a_need_an_earlier_module_of_the_process_loads_is_conditional_on_that_import(stack, build):
+    """torchvision's _C.so needs libtorch_cuda.so and has no path to
+    torch/lib: torchvision imports torch first, whose _C loads it."""
+    vision = build.lib(f"venv/lib/python3.12/site-packages/torchvision/_C.so", soname="", links=[stack.torch_cuda])
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = by_rule(report, "preloaded-library", "libtorch_cuda.so")
+    assert (f.file, f.fields["process"], f.fields["loaded_by"], f.fields["host_path"]) == (
+        str(vision), "torch", None, None)
+    assert f"import torch._C loads {stack.torch_c}, which loads" in f.message and "fails" in f.message
+    assert "needs-preloaded-library" not in rules(report)
+    _, alone = maps(vision)
+    mapped, after_torch = maps(stack.torch_c, vision)
+    assert "libtorch_cuda.so" in alone and after_torch == "" and str(stack.torch_cuda) in mapped
+
+
 def test_the_process_record_says_what_each_need_resolves_to_and_why(stack):
     report = audit(stack.venv, policy=host_policy(stack.host))
     procs = {p.name: p for p in report.processes}

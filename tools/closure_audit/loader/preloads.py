@@ -210,6 +210,7 @@ class Pathfinder:
 
     def __init__(self, site: str, catalog: dict[str, Descriptor], exact: bool, builtins: bool):
         self.site, self.catalog, self.exact, self.builtins = site, catalog, exact, builtins
+        self.source = f"{self.PREFIX}/{'descriptor_catalog.py' if exact else 'supported_nvidia_libs.py'}"
 
     @classmethod
     def read(cls, sites: list[str], notes: list[str]) -> "Pathfinder | None":
@@ -331,18 +332,18 @@ def _cupy(sites: list[str], listing: Listing, out: Preloads) -> None:
     finder = Pathfinder.read(sites, out.notes) if site is not None else None
     if finder is None:
         return
-    triggers: list[tuple[str, str | None, str]] = []  # (pathfinder name, module, trigger)
+    triggers: list[tuple[str, str | None, str, str]] = []  # (pathfinder name, module, trigger, file)
     init = _parse(os.path.join(site, "cupy", "__init__.py"))
     for call in _calls(init, "_preload_library") if init is not None else ():
         name = _literal(call.args[0]) if call.args else None
         if isinstance(name, str):
-            triggers.append((name, None, "import cupy"))
+            triggers.append((name, None, "import cupy", "cupy/__init__.py"))
     cuda = _parse(os.path.join(site, "cupy", "cuda", "__init__.py"))
     getattr_ = _function(cuda, "__getattr__") if cuda is not None else None
     for call in _calls(getattr_, "load_nvidia_dynamic_lib") if getattr_ is not None else ():
         name = _literal(call.args[0]) if call.args else None
         if isinstance(name, str):
-            triggers.append((name, f"cupy/cuda/{name}", f"cupy.cuda.{name}"))
+            triggers.append((name, f"cupy/cuda/{name}", f"cupy.cuda.{name}", "cupy/cuda/__init__.py __getattr__"))
     libs = _parse(os.path.join(site, "cupy_backends", "cuda", "libs", "__init__.py"))
     uses_finder = libs is not None and _calls(libs, "load_nvidia_dynamic_lib")
     for node in libs.body if uses_finder else ():
@@ -350,11 +351,12 @@ def _cupy(sites: list[str], listing: Listing, out: Preloads) -> None:
                                                 for t in node.targets):
             for name in _literal(node.value) or ():
                 if isinstance(name, str):
-                    triggers.append((name, f"cupy_backends/cuda/libs/{name}", f"cupy_backends.cuda.libs.{name}"))
+                    triggers.append((name, f"cupy_backends/cuda/libs/{name}", f"cupy_backends.cuda.libs.{name}",
+                                     "cupy_backends/cuda/libs/__init__.py _submodules"))
     if uses_finder:
-        triggers.extend((name, module, trigger) for name, module, trigger in CUPY_SOFTLINK)
-    source = f"{Pathfinder.PREFIX} (catalog), called by CuPy"
-    for name, module, trigger in triggers:
+        triggers.extend((name, module, trigger, "CuPy's compiled SoftLink") for name, module, trigger in CUPY_SOFTLINK)
+    for name, module, trigger, where in triggers:
+        source = f"{finder.source}, called from {where}"
         for path, unless in finder.load(name, listing):
             out.preloads.append(Preload("cuda-pathfinder", source, trigger, "cupy", module, path, unless))
 

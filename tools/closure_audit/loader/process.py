@@ -17,12 +17,17 @@ resolves to there and why (`need`, `records`).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from ..util import under
 from .chains import Resolved
 from .model import ALREADY_LOADED, NOT_FOUND, LinkMap, LoadedObject, Loader, Resolution
 from .preloads import Preload, Preloads, site_dirs
+
+
+# The Python tag and suffix of an extension module's file name.
+_TAG = re.compile(r"(\.(cpython-[^.]*|abi3|cp[0-9][^.]*))?\.so$")
 
 
 @dataclass(frozen=True)
@@ -58,12 +63,11 @@ class Process:
     def why(self, obj: LoadedObject) -> str:
         """Why obj is in the process, in words."""
         root, preload = self.origin(obj)
-        via = "" if root is obj else f", which needs it"
+        through = "" if root is obj else f", which loads {obj.path}"
         if preload is not None:
-            return (f"{preload.framework} loads {root.path} by path at {preload.trigger} "
-                    f"({preload.source}){via}")
+            return f"{preload.framework} loads {root.path} by path at {preload.trigger} ({preload.source}){through}"
         module = self.modules.get(id(root))
-        return f"{root.path} (module {module}) loads it{via}" if module else f"{root.path} loads it"
+        return f"import {module} loads {root.path}{through}" if module else f"{root.path} is loaded{through}"
 
     def need(self, obj: LoadedObject, res: Resolution) -> Need:
         preload = None
@@ -106,7 +110,7 @@ def module_of(path: str, sites: list[str]) -> tuple[str, str] | None:
     top = rel.split("/", 1)[0]
     if "/" not in rel or top == "nvidia" or top.endswith(".libs"):
         return None
-    stem = os.path.join(os.path.dirname(rel), base.split(".", 1)[0])
+    stem = os.path.join(os.path.dirname(rel), _TAG.sub("", base))
     return stem, stem.replace("/", ".")
 
 
