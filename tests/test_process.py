@@ -437,3 +437,34 @@ def test_the_first_screen_shows_errors_then_each_frameworks_conditional_loads(st
                       "every need resolves")
     assert error < block < stale
     assert "cupy_backends.cuda.libs.cublas" in out[block:stale] and "libnvrtc.so.13" in out[block:stale]
+
+
+def test_jax_plugins_load_from_the_first_directory_of_each_nvidia_module(stack):
+    write(stack.site / "jax_plugins/xla_cuda13/__init__.py", '''
+        def _load(module, libraries):
+            pass
+
+        def _load_nvidia_libraries():
+            _load("cuda_runtime", ["libcudart.so.12"])
+            _load("cu13", ["libcudart.so.13"])
+            _load("cu13", ["libcublas.so.13", "libcublasLt.so.13"])
+            _load(name, ["libx.so"])
+        ''')
+    listing = lambda d: frozenset(os.listdir(d)) if os.path.isdir(d) else None  # noqa: E731
+    found = read_preloads((str(stack.venv),), listing)
+    got = [(p.package, p.trigger, p.path) for p in found.preloads if p.framework == "jax"]
+    assert got == [("jax_plugins", "JAX's CUDA plugin initialization", str(stack.cu13 / n))
+                   for n in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13")]
+
+
+@pytest.mark.parametrize("text", [
+    "def _preload_cuda_deps():\n    cuda_libs = load_the_list()\n",
+    "def _preload_cuda_deps(:\n",
+    "\xff\xfe not python",
+])
+def test_a_torch_init_of_an_unknown_shape_gives_no_preloads_and_no_crash(stack, text):
+    (stack.site / "torch/__init__.py").write_bytes(text.encode("utf-8", "surrogateescape"))
+    listing = lambda d: frozenset(os.listdir(d)) if os.path.isdir(d) else None  # noqa: E731
+    found = read_preloads((str(stack.venv),), listing)
+    assert not [p for p in found.preloads if p.framework == "torch"]
+    assert audit(stack.venv, policy=host_policy(stack.host)).processes

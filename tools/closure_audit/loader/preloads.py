@@ -108,6 +108,12 @@ def _literal(node: ast.AST | None):
         return None
 
 
+def _strings(value) -> tuple[str, ...]:
+    """A literal's strings, when it is a tuple or list of them; else none."""
+    ok = isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
+    return tuple(value) if ok else ()
+
+
 def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
     """Calls of `name` or `anything.name`, in source order."""
     out = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
@@ -283,9 +289,9 @@ def _catalog_descriptors(path: str) -> dict[str, Descriptor] | None:
                 continue
             kw = {k.arg: _literal(k.value) for k in call.keywords}
             name = kw.get("name")
-            if isinstance(name, str) and kw.get("linux_sonames"):
-                out[name] = Descriptor(tuple(kw.get("linux_sonames") or ()), tuple(kw.get("site_packages_linux") or ()),
-                                       tuple(kw.get("dependencies") or ()) + tuple(kw.get("optional_dependencies") or ()))
+            if isinstance(name, str) and _strings(kw.get("linux_sonames")):
+                out[name] = Descriptor(_strings(kw.get("linux_sonames")), _strings(kw.get("site_packages_linux")),
+                                       _strings(kw.get("dependencies")) + _strings(kw.get("optional_dependencies")))
         return out or None
     return None
 
@@ -315,8 +321,9 @@ def _catalog_tables(path: str) -> dict[str, Descriptor] | None:
     dirs = tables["SITE_PACKAGES_LIBDIRS_LINUX"]
     if not dirs:
         return None
-    return {name: Descriptor(tuple(reversed(tables["SUPPORTED_LINUX_SONAMES"].get(name, ()))), tuple(d),
-                             tuple(tables["DIRECT_DEPENDENCIES"].get(name, ()))) for name, d in dirs.items()}
+    return {name: Descriptor(tuple(reversed(_strings(tables["SUPPORTED_LINUX_SONAMES"].get(name)))), _strings(d),
+                             _strings(tables["DIRECT_DEPENDENCIES"].get(name))) for name, d in dirs.items()
+            if isinstance(name, str)}
 
 
 # -- CuPy 14 -------------------------------------------------------------------
@@ -349,10 +356,9 @@ def _cupy(sites: list[str], listing: Listing, out: Preloads) -> None:
     for node in libs.body if uses_finder else ():
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_submodules"
                                                 for t in node.targets):
-            for name in _literal(node.value) or ():
-                if isinstance(name, str):
-                    triggers.append((name, f"cupy_backends/cuda/libs/{name}", f"cupy_backends.cuda.libs.{name}",
-                                     "cupy_backends/cuda/libs/__init__.py _submodules"))
+            for name in _strings(_literal(node.value)):
+                triggers.append((name, f"cupy_backends/cuda/libs/{name}", f"cupy_backends.cuda.libs.{name}",
+                                 "cupy_backends/cuda/libs/__init__.py _submodules"))
     if uses_finder:
         triggers.extend((name, module, trigger, "CuPy's compiled SoftLink") for name, module, trigger in CUPY_SOFTLINK)
     for name, module, trigger, where in triggers:
