@@ -375,6 +375,21 @@ def test_a_need_an_earlier_module_of_the_process_loads_is_conditional_on_that_im
     assert "libtorch_cuda.so" in alone and after_torch == "" and str(stack.torch_cuda) in mapped
 
 
+def test_a_library_nothing_loads_takes_what_the_process_has_else_the_host(stack, build):
+    """NVIDIA's libcusolverMg has no runpath and needs libcublas: no file of
+    the tree loads it, so whoever does decides which libcublas it gets."""
+    mg = build.lib(f"{os.path.relpath(stack.cu13, build.root)}/libcusolverMg.so.12", links=[stack.cublas])
+    build.patch(mg, "--remove-rpath")
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = [f for f in by_rule(report, "needs-preloaded-library", "libcublas.so.13") if f.file == str(mg)]
+    assert (f.severity, f.fields["providers"], f.fields["host_path"]) == (
+        "warning", [str(stack.cublas)], str(stack.host / "libcublas.so.13"))
+    assert not [f for f in by_rule(report, "cuda-library-from-host") if f.file == str(mg)]
+    alone, _ = maps(mg, ld_library_path=stack.host)
+    after, _ = maps(stack.cublas, mg, ld_library_path=stack.host)
+    assert f.fields["host_path"] in alone and str(stack.cublas) in after and f.fields["host_path"] not in after
+
+
 def test_the_process_record_says_what_each_need_resolves_to_and_why(stack):
     report = audit(stack.venv, policy=host_policy(stack.host))
     procs = {p.name: p for p in report.processes}

@@ -147,8 +147,9 @@ class LoadJudge:
                       and not env.in_tree(self.loader.realpath(res.path))
                       and not ld.matches_any(name, env.host_allowed)):
                     if ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES):
-                        # What breaks at import time on any machine without that CUDA install.
-                        self.from_host.note(name, obj.real, res.path)
+                        if not self.loose(obj, chain, res):
+                            # What breaks at import time on any machine without that CUDA install.
+                            self.from_host.note(name, obj.real, res.path)
                     else:
                         add("resolved-on-host", obj.real,
                             f"{name} resolves only outside the tree, at {res.path}", needed=name,
@@ -157,6 +158,23 @@ class LoadJudge:
                     add("ambiguous-library", obj.real,
                         f"{name} is found in {len(res.shadowed) + 1} runpath directories with different "
                         f"contents; {res.path} wins", needed=name, winner=res.path, others=res.shadowed)
+
+    def loose(self, obj: LoadedObject, chain: Chain, res: Resolution) -> bool:
+        """A library no file of the tree loads (not a program, not a Python
+        module), whose need only the host answers while the tree holds a
+        copy: whoever loads it decides which copy it gets, as for
+        needs-preloaded-library (or preloaded-library, where a framework of
+        the tree loads that copy first). False for any other object."""
+        held = [p for p in self.providers.get(res.needed, []) if self.env.in_tree(self.loader.realpath(p))]
+        if not held or obj is not chain.root or obj.elf.is_executable or module_of(obj.real, self.sites):
+            return False
+        if not self.from_host.preloaded(self.findings, obj.real, res.needed, res.path):
+            self.findings.add("needs-preloaded-library", obj.real,
+                              f"{res.needed} is not in this object's search path; it loads the tree's {held[0]} only "
+                              f"if the process already has it, else the host's {res.path}",
+                              needed=res.needed, providers=held, searched=res.searched, chain=[obj.real],
+                              host_path=res.path)
+        return True
 
     def unresolved(self, obj: LoadedObject, res: Resolution, chain: Chain) -> None:
         providers = [] if res.error else self.providers.get(res.needed, [])

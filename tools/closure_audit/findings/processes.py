@@ -38,8 +38,8 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver) -> 
     for proc in processes:
         for obj in proc.link_map.objects:
             name = obj.elf.soname or os.path.basename(obj.real)
-            if is_driver(name):
-                continue
+            if is_driver(name) or id(obj) in proc.modules:
+                continue  # a module is imported by its path, never asked for by name
             by_soname.setdefault(name, {}).setdefault(obj.real, [])
             if proc.name not in by_soname[name][obj.real]:
                 by_soname[name][obj.real].append(proc.name)

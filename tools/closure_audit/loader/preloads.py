@@ -241,6 +241,8 @@ class Pathfinder:
         """(file, the sonames that make it skipped) for `name` and its
         dependencies, in load order."""
         seen = set() if seen is None else seen
+        # CuPy asks for 'cusparselt', the catalog says 'cusparseLt'.
+        name = next((n for n in self.catalog if n.lower() == name.lower()), name) if name not in self.catalog else name
         desc = self.catalog.get(name)
         if desc is None or name in seen:
             return []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..util import under
 from .chains import Resolved
@@ -50,6 +50,7 @@ class Process:
     link_map: LinkMap = field(default_factory=LinkMap)
     preloaded: dict[int, Preload] = field(default_factory=dict)  # id(root object) -> its preload
     modules: dict[int, str] = field(default_factory=dict)  # id(root object) -> module, dotted
+    triggered: dict[str, list[Preload]] = field(default_factory=dict)  # module's real path -> its trigger's loads
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         return [o for o in self.link_map.objects if o.real == real]
@@ -145,6 +146,7 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
             for preload in found.preloads:
                 if preload.package in packages and preload.module == stem:
                     _preload(loader, proc, preload)
+                    proc.triggered.setdefault(path, []).append(preload)
             elf = loader.candidate(path)[1]
             if elf is not None:
                 chain = loader.chain(path, elf, link_map=proc.link_map)
@@ -179,5 +181,12 @@ def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[
                     continue
                 res = Resolution(name, ALREADY_LOADED, path=hit.path, target=hit)
             if res.how == ALREADY_LOADED and res.target is not None and inside(res.target.real):
-                return proc, proc.need(obj, res)
+                need = proc.need(obj, res)
+                # The module's own trigger loads that very file: it, not an earlier
+                # module's trigger that happened to load it first, is what the user meets.
+                own = next((p for p in proc.triggered.get(file, ()) if p.path == res.target.path), None)
+                if own is not None and own is not need.preload:
+                    need = replace(need, why=f"already loaded: {own.framework} loads {own.path} by path at "
+                                            f"{own.trigger} ({own.source})", preload=own)
+                return proc, need
     return None
