@@ -403,7 +403,8 @@ def test_lone_file_in_a_pip_target_directory_uses_it_as_the_tree(build):
         (build.root / dist).mkdir(parents=True)
     r = audit(torch)
     assert r.env.tree_roots == (str(build.root / "deps"),)
-    assert not r.failed and r.findings == [], [f.message for f in r.findings]
+    # Info aside (a host CUDA in ld.so.conf makes libcudart's RUNPATH hit shadowable), nothing.
+    assert not r.failed and [f for f in r.findings if f.severity != "info"] == [], [f.message for f in r.findings]
 
 
 def test_lone_file_without_a_tree_asks_for_root(build, tmp_path):
