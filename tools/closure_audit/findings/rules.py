@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..errors import Exit
 
 ERROR, WARNING, INFO, OFF = "error", "warning", "info", "off"
 SEVERITIES = (ERROR, WARNING, INFO)
@@ -16,11 +15,6 @@ SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
 def has_error(findings) -> bool:
     return any(f.severity == ERROR for f in findings)
-
-
-def exit_status(findings) -> int:
-    """Exit.FAILED when any finding is an error, else Exit.OK."""
-    return Exit.FAILED if has_error(findings) else Exit.OK
 
 
 class Rule(namedtuple("Rule", "id nix tree fields summary")):
@@ -43,6 +37,16 @@ _RULES = (
          "A library a plugin (only ever opened at run time) needs is found nowhere: its feature fails."),
     Rule("needs-preloaded-library", ERROR, WARNING, ("needed", "providers"),
          "A library cannot find a need it relies on the process having loaded already."),
+    Rule("preloaded-library", None, WARNING, ("needed", "tree_path", "host_path", "loaded_by", "trigger"),
+         "A need gets the tree's copy only because a framework (or an earlier module) loads it first."),
+    Rule("optional-library-missing", WARNING, WARNING, ("needed", "module", "feature", "package"),
+         "A known optional library is found nowhere: the Python module needing it fails to import."),
+    Rule("duplicate-soname", None, WARNING, ("soname", "files"),
+         "Two different files with one SONAME can be loaded in one process."),
+    Rule("duplicate-library-family", None, WARNING, ("family", "files"),
+         "Two copies of one CUDA library under different SONAMEs can be loaded in one process."),
+    Rule("runpath-shadowable", None, INFO, ("needed", "host_path", "objects"),
+         "A CUDA library resolves in the tree through DT_RUNPATH, which LD_LIBRARY_PATH naming the host's copy beats."),
     Rule("resolved-on-host", None, WARNING, ("needed", "host_path"),
          "A library outside the C runtime family resolves only from outside the tree."),
     Rule("cuda-library-from-host", None, ERROR, ("needed", "host_path"),
@@ -53,6 +57,8 @@ _RULES = (
          "A runpath directory holds a stub driver library that would load instead of the driver."),
     Rule("runpath-missing-dir", WARNING, WARNING, ("entry",),
          "A runpath entry names a directory that does not exist."),
+    Rule("runpath-stale-dir", INFO, INFO, ("entry",),
+         "A runpath entry names a directory that does not exist, on an object whose every need resolves."),
     Rule("runpath-impure", ERROR, WARNING, ("entry",),
          "A runpath entry leaves the store (nix-store mode) or the tree (tree mode)."),
     Rule("runpath-empty-entry", WARNING, WARNING, ("entry",),
