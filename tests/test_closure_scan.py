@@ -160,9 +160,23 @@ def test_the_last_bytes_of_a_dump_are_compared_exactly():
     assert scan.scan(data, S) is not None
 
 
-def test_word_reads_match_the_bytes():
+@pytest.mark.parametrize("piece", [1 << 20, 7])
+def test_word_reads_match_the_bytes(piece, monkeypatch):
+    monkeypatch.setattr(scan, "PIECE", piece)
     data = bytes(range(256)) * 3 + b"xyz"
     buf = scan._Bytes(data)
     at = np.arange(len(data))
     words = buf.words(at)
     assert [int(w) for w in words] == [int.from_bytes(data[i:i + 8].ljust(8, b"\0"), "little") for i in at]
+    assert (buf.words(at.reshape(-1, 3)) == words.reshape(-1, 3)).all()
+
+
+def test_a_dump_read_in_small_pieces_is_read_alike(monkeypatch):
+    """The quotes found a few bytes at a time, words and containers a few
+    strings at a time, the comparisons a few references at a time."""
+    data = compact(40, "list")
+    whole = same(data)
+    for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5)):
+        monkeypatch.setattr(scan, name, value)
+    monkeypatch.setattr(scan._Bytes.equal, "__defaults__", (2,))
+    assert scan.scan(data, S) is not None and same(data) == whole

@@ -26,7 +26,9 @@ import numpy as np
 QUOTE, COLON = 34, 58
 OPEN, CLOSE = b"{[", b"}]"
 SPACE = b" \t\n\r"
-BLOCK = 1 << 26  # bytes compared at once when finding the quotes
+BLOCK = 1 << 24  # bytes compared at once when finding the quotes
+PIECE = 1 << 20  # strings read at once where each needs several temporary arrays
+SKELETON_PIECE = 1 << 16  # gaps between strings copied at once: a few MB of indices
 MAX_DIGITS = 16  # sizes are below 2**53, which has 16 digits
 
 
@@ -40,7 +42,14 @@ class _Bytes:
 
     def words(self, at: np.ndarray) -> np.ndarray:
         """The little-endian 8-byte word starting at each offset of `at`
-        (zeros past the end): two aligned words, shifted together."""
+        (zeros past the end): two aligned words, shifted together; in pieces
+        (temporaries the allocator reuses, not fresh pages for each)."""
+        if at.size > PIECE:
+            out = np.empty(at.size, dtype=np.uint64)
+            flat = at.reshape(-1)
+            for lo in range(0, len(flat), PIECE):
+                out[lo:lo + PIECE] = self.words(flat[lo:lo + PIECE])
+            return out.reshape(at.shape)
         last = len(self._w) - 1
         i = at >> 3
         shift = ((at & 7) << 3).astype(np.uint64)
@@ -115,7 +124,7 @@ def _skeleton(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lengths = ends - starts
     placed = np.cumsum(lengths) - lengths
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    step = 1 << 16  # gaps a piece: a few MB of indices
+    step = SKELETON_PIECE
     for lo in range(0, len(starts), step):  # in pieces: the index arrays stay small
         s, n, p = starts[lo:lo + step], lengths[lo:lo + step], placed[lo:lo + step]
         at = np.repeat(s - p, n) + np.arange(int(p[0]), int(p[-1] + n[-1]), dtype=np.int64)
@@ -161,8 +170,11 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
 
     def around(at):
         """Containers around each offset of `at` (a bracket's own not counted)."""
-        k = np.searchsorted(brackets, at) - 1
-        return np.where(k >= 0, opened[np.maximum(k, 0)], 0)
+        out = np.empty(len(at), dtype=np.int32)
+        for lo in range(0, len(at), PIECE):  # in pieces, as _Bytes.words reads
+            k = np.searchsorted(brackets, at[lo:lo + PIECE]) - 1
+            out[lo:lo + PIECE] = np.where(k >= 0, opened[np.maximum(k, 0)], 0)
+        return out
     if (cls & _SPACE).any():  # spaces between tokens: the next byte that is not one
         solid = np.flatnonzero(~(cls & _SPACE).astype(bool))
 
@@ -300,10 +312,15 @@ def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
         return None
 
     def fingerprint(f):  # the hash part's 32 characters in one word: distinct among the paths, or refused
-        h = np.zeros(len(f), dtype=np.uint64)
-        for k, mult in enumerate((0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)):
-            h = (h ^ buf.words(f + skip + 8 * k)) * np.uint64(mult)
-        return h
+        out = np.empty(len(f), dtype=np.uint64)
+        for lo in range(0, len(f), PIECE):  # in pieces, as words() reads
+            at = f[lo:lo + PIECE] + skip
+            h = np.zeros(len(at), dtype=np.uint64)
+            for k, mult in enumerate((0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                                      0x27D4EB2F165667C5)):
+                h = (h ^ buf.words(at + 8 * k)) * np.uint64(mult)
+            out[lo:lo + PIECE] = h
+        return out
 
     keys = fingerprint(key_from)
     by_key = np.argsort(keys)
