@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
 from collections import namedtuple
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -15,7 +17,9 @@ from ..findings.collector import Findings
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
 from ..findings.rules import has_error
+from ..findings.symbols import judge_tables, judge_undefined, judge_versions
 from ..loader import model as ld
+from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..storepath import store_dir
 from ..targets import Target, is_wheel
@@ -23,7 +27,9 @@ from ..targets import Target, is_wheel
 # targets: targets.Target records; path_info: a saved dump of their closure;
 # build: build installables; root: the tree libraries must resolve in; tree:
 # the one object to show.
-Options = namedtuple("Options", "targets policy path_info build root tree", defaults=(None, False, None, None))
+# symbols: check undefined symbols (--symbols).
+Options = namedtuple("Options", "targets policy path_info build root tree symbols",
+                     defaults=(None, False, None, None, False))
 
 
 class Report:
@@ -57,7 +63,7 @@ def run(options: Options, progress=nullcontext):
     closure = store_closure(options.targets, options.path_info, options.build)
     with progress() as shown:
         report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
-                               progress=shown, closure=closure, need_root=True)
+                               progress=shown, closure=closure, need_root=True, symbols=options.symbols)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
     return report, chain
 
@@ -90,14 +96,16 @@ def environment(mode: str, roots: tuple[str, ...], policy):
 
 
 def audit(targets: list[str], policy, root: str | None = None,
-          progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False):
+          progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
+          symbols: bool = False):
     """Read, resolve, judge: (the report, the loader that resolved it). With
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
     or none that is valid, is an error: nothing would have been audited.
     `need_root`: a lone file whose tree cannot be told is an error rather
     than a tree of its own directory, which would call every library beside
-    the file's directory the host's."""
+    the file's directory the host's. `symbols`: check the undefined symbols
+    of objects bound at load time too."""
     # The library names in read-only data are searched while the walk goes on
     # (in files on disk: a wheel's members are read for their ELF facts only).
     names = NameReader()
@@ -128,6 +136,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
+    check_symbols(loader, resolved.chains, walked, findings, symbols)
     explanations = []
     if closure is not None:
         from ..closure.why import forbidden_paths  # numpy and igraph: only for a closure
@@ -138,6 +147,40 @@ def audit(targets: list[str], policy, root: str | None = None,
                     skipped_links=walked.scan.skipped_links, opened=opened.rows,
                     bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations)
     return report, loader
+
+
+def check_symbols(loader, chains, walked, findings: Findings, undefined: bool) -> None:
+    """glibc's checks after the search: the version each need requires of
+    the file it resolved to, and with `undefined` the undefined symbols of
+    objects bound at load time (loader/symbols.py)."""
+    tables = sym.Tables(walked.files)
+    try:
+        judge_versions(sym.missing_versions(sym.bound_needs(chains), tables), findings)
+        if undefined:
+            check = sym.SymbolCheck(tables, interpreter(loader, walked), walked.scan.elf)
+            judge_undefined(check.check(chains), findings)
+        judge_tables(tables.problems, findings)
+    finally:
+        tables.close()
+
+
+def interpreter(loader, walked) -> list:
+    """The objects of the Python process that imports the tree's extension
+    modules, in load order: the tree's own python (a venv's bin/python, a
+    store path's python3 executable), else the one running this audit."""
+    candidates = [os.path.join(r, "bin", n) for r in walked.roots for n in ("python3", "python")]
+    candidates += sorted(p for p, e in walked.scan.elf.items()
+                         if e.is_executable and re.fullmatch(r"python3(\.\d+)?", os.path.basename(p)))
+    candidates.append(sys.executable)
+    for path in candidates:
+        real = os.path.realpath(path)
+        try:
+            elf = read_elf(real)
+        except (InvalidElf, OSError):
+            continue
+        if elf is not None and elf.has_dynamic:
+            return loader.chain(real, elf).objects
+    return []
 
 
 def check_found(walked) -> None:
