@@ -49,6 +49,7 @@ COMMANDS = {
     "doctor": "will CUDA programs of the targets run on this host: driver, versions, GPUs, GPU code",
     "why-build": "what Nix will build instead of download for TARGET, and (with --like) the setting that "
                  "caused it",
+    "trace": "run a command and list what the real loader loaded, from where, and what is wrong with it",
 }
 
 

@@ -1,0 +1,137 @@
+"""`trace`: run a command under glibc's loader debugging and say what the
+real loader did: every object each process image loaded, why, and from
+where; judged by findings/trace.py (docs/trace.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections import namedtuple
+
+from ..errors import Exit, TargetError, UsageError
+from ..findings.collector import Findings
+from ..findings.rules import has_error
+from ..findings.trace import judge_trace
+from ..host.probe import probe
+from ..loader import ld_debug
+from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES
+from ..loader.model import matches_any
+from ..paths import under
+from ..storepath import store_dir
+from ..targets import tree_root_for_file
+
+TREE, STORE, HOST, DRIVER = "tree", "store", "host", "driver"
+
+# command: the argument vector; against: the tree (--against) or None;
+# quiet: send the command's standard output to standard error (--json).
+Options = namedtuple("Options", "command against policy quiet")
+# One object of a process: `name` as requested, `path` as opened, `real`
+# with its links resolved, `how` (ld_debug's NEEDED, DLOPEN, PROGRAM,
+# INTERPRETER), `by` the requesting object's real path (None for the program
+# and ld.so), `where`: TREE, STORE, HOST or DRIVER.
+Traced = namedtuple("Traced", "name path real how by where")
+Process = namedtuple("Process", "pid program objects")
+# status: the command's exit status; tree: the tree the objects were
+# judged against, or None; exit: what `trace` exits with.
+Result = namedtuple("Result", "command status tree processes findings exit")
+
+
+def run(options: Options) -> Result:
+    with tempfile.TemporaryDirectory(prefix="closure-audit-trace-") as d:
+        env = dict(os.environ, LD_DEBUG="files,libs", LD_DEBUG_OUTPUT=os.path.join(d, "ld"))
+        try:
+            p = subprocess.run(options.command, env=env, stdout=sys.stderr if options.quiet else None)
+        except FileNotFoundError:
+            raise TargetError(f"command not found: {options.command[0]}") from None
+        except PermissionError:
+            raise TargetError(f"command cannot be run: {options.command[0]}") from None
+        images = ld_debug.read_dir(d, "ld")
+    status = p.returncode if p.returncode >= 0 else 128 - p.returncode  # killed by a signal: as a shell says
+    tree = os.path.realpath(options.against) if options.against else find_tree(images)
+    processes = [_process(image, tree) for image in images]
+    findings = Findings(options.policy, "tree", None)
+    predicted = predictions(options.against, options.policy) if options.against else {}
+    driver = probe("/").driver
+    judge_trace(processes, tree_copies(tree, processes), driver.real if driver else None, predicted, findings)
+    found = findings.sorted()
+    return Result(options.command, status, tree, processes, found, Exit.FAILED if has_error(found) else status)
+
+
+def find_tree(images) -> str | None:
+    """The venv, conda env or site-packages the process's own objects come
+    from: the program's (as exec'd: a venv's bin/python), else the first
+    object's that has one."""
+    for image in images:
+        for obj in image.objects:
+            if obj.how == ld_debug.PROGRAM and "/" not in obj.path:
+                continue
+            root = tree_root_for_file(os.path.abspath(obj.path))
+            if root is None and obj.how != ld_debug.PROGRAM:
+                root = tree_root_for_file(os.path.realpath(obj.path))
+            if root is not None:
+                return os.path.realpath(root)
+    return None
+
+
+def where(real: str, tree: str | None) -> str:
+    if tree and under(real, tree):
+        return TREE
+    if under(real, store_dir()):
+        return STORE
+    return DRIVER if matches_any(os.path.basename(real), DRIVER_LIBRARIES) else HOST
+
+
+def _process(image, tree: str | None) -> Process:
+    objects = []
+    for o in image.objects:
+        path = o.path
+        if o.how == ld_debug.PROGRAM and "/" not in path:
+            path = _which(path)
+        real = os.path.realpath(path)
+        by = None if o.by is None else os.path.realpath(_which(o.by) if "/" not in o.by else o.by)
+        objects.append(Traced(o.name, path, real, o.how, by, where(real, tree)))
+    return Process(image.pid, image.program, objects)
+
+
+def _which(name: str) -> str:
+    """The program a process image names without a slash (argv[0])."""
+    import shutil  # only here: start-up stays lean
+
+    return shutil.which(name) or name
+
+
+def tree_copies(tree: str | None, processes) -> dict[str, str]:
+    """The tree's own file for each CUDA toolkit library some process
+    loaded from the host, by file name (the tree walked only then)."""
+    wanted = {os.path.basename(o.real) for p in processes for o in p.objects
+              if o.where == HOST and matches_any(os.path.basename(o.real), CUDA_TOOLKIT_LIBRARIES)}
+    wanted |= {o.name for p in processes for o in p.objects if o.where == HOST and o.name in wanted}
+    if not tree or not wanted:
+        return {}
+    found: dict[str, str] = {}
+    for top, _dirs, files in os.walk(tree):
+        for name in wanted.intersection(files):
+            found.setdefault(name, os.path.join(top, name))
+    return found
+
+
+def predictions(tree: str, policy) -> dict[tuple[str, str], str | None]:
+    """What audit's model says each (requesting object, name) loads: the
+    real path, or None where it finds nothing."""
+    from .audit import audit  # the readers and the model: only with --against
+
+    if not os.path.isdir(tree):
+        raise UsageError(f"--against is not a directory: {tree}")
+    report, loader = audit([tree], policy, root=tree)
+    out: dict[tuple[str, str], str | None] = {}
+    for chain in report.chains:
+        for obj in chain.objects:
+            for res in obj.resolutions:
+                path = res.target.real if res.target is not None else res.path
+                out.setdefault((obj.real, res.needed), None if path is None else loader.realpath(path))
+    for row in report.opened:
+        if "/" not in row.name:
+            out.setdefault((row.file, row.name), None if row.path is None else loader.realpath(row.path))
+    return out
