@@ -21,7 +21,7 @@ from ..findings.symbols import judge_tables, judge_undefined, judge_versions
 from ..loader import model as ld
 from ..loader import symbols as sym
 from ..loader.chains import resolve
-from ..storepath import store_dir
+from ..nix.storepath import store_dir
 from ..targets import Target, is_wheel
 
 # targets: targets.Target records; path_info: a saved dump of their closure;
@@ -139,7 +139,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     check_symbols(loader, resolved.chains, walked, findings, symbols)
     explanations = []
     if closure is not None:
-        from ..closure.why import forbidden_paths  # numpy and igraph: only for a closure
+        from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
 
         explanations = forbidden_paths(closure, policy, findings, progress=progress)
     report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,

@@ -18,8 +18,8 @@ from ..host.probe import probe
 from ..loader import ld_debug
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES
 from ..loader.model import matches_any
-from ..paths import under
-from ..storepath import store_dir
+from ..util import under
+from ..nix.storepath import store_dir
 from ..targets import tree_root_for_file
 
 TREE, STORE, HOST, DRIVER = "tree", "store", "host", "driver"
