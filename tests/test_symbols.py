@@ -126,17 +126,20 @@ def test_version_tables_match_pyelftools(tmp_path):
     assert ("libp.so.1", "V2") in theirs_required
 
 
-def test_symbol_lookup_matches_pyelftools(tmp_path):
+@pytest.mark.parametrize("table", ["DT_GNU_HASH", "DT_HASH"])
+def test_symbol_lookup_matches_pyelftools(tmp_path, table):
     """Every defined dynamic symbol pyelftools lists is found through the
-    GNU hash table, and the undefined ones are those it lists undefined."""
-    lib = Path("/lib/x86_64-linux-gnu/libm.so.6")
-    if not lib.exists():
-        lib = provider(tmp_path / "libp.so.1", V12)
-    from closure_audit.loader.symbols import _hashes
+    hash table (the C library's math library: DT_GNU_HASH; a build with
+    only DT_HASH), and the undefined ones are those it lists undefined."""
+    lib = gcc(tmp_path / "libm.so", "#include <math.h>\ndouble f(double x) { return sin(x) + cos(x); }\n"
+              + PROVIDER, "-lm", f"-Wl,--hash-style={'gnu' if table == 'DT_GNU_HASH' else 'sysv'}")
+    if table == "DT_GNU_HASH" and Path("/lib/x86_64-linux-gnu/libm.so.6").exists():
+        lib = Path("/lib/x86_64-linux-gnu/libm.so.6")
+    from closure_audit.loader.symbols import name_hash
 
     elf = read_elf(str(lib))
     image = Image.open(None, str(lib), elf)
-    table = Symbols(image, read_versions(image), elf.elf_class)
+    table = Symbols(str(lib), image, read_versions(image), elf.elf_class)
     with open(lib, "rb") as f:
         theirs = ELFFile(f)
         syms = list(theirs.get_section_by_name(".dynsym").iter_symbols())
@@ -146,10 +149,10 @@ def test_symbol_lookup_matches_pyelftools(tmp_path):
     assert table.count() == len(syms)
     defined = [s.name for s, h in zip(syms, hidden) if s["st_shndx"] != "SHN_UNDEF" and s["st_value"]
                and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK") and not h]
-    assert defined and all(table.defines(n, None, _hashes(n)) for n in defined)
+    assert defined and all(table.defines(n, None, name_hash(n)) for n in defined)
     undefined = {s.name for s in syms[1:] if s["st_shndx"] == "SHN_UNDEF" and s["st_info"]["bind"] == "STB_GLOBAL"}
     assert {n for n, _v in table.undefined()} == undefined
-    assert not table.defines("nixcuda_no_such_symbol", None, _hashes("nixcuda_no_such_symbol"))
+    assert not table.defines("nixcuda_no_such_symbol", None, name_hash("nixcuda_no_such_symbol"))
 
 
 def test_newest_of_family():

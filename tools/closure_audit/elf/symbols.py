@@ -8,6 +8,7 @@ Read from elf/versions.py's Image, only for `audit --symbols`.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from .records import (DT_GNU_HASH, DT_HASH, DT_SYMTAB, DT_VERSYM, InvalidElf)
@@ -39,7 +40,8 @@ def sysv_hash(name: bytes) -> int:
 class Symbols:
     """One object's dynamic symbol table, looked up by hash."""
 
-    def __init__(self, image: Image, versions: Versions, elf_class: int):
+    def __init__(self, path: str, image: Image, versions: Versions, elf_class: int):
+        self.path = path
         self.image = image
         self.versions = versions
         o = image.order
@@ -107,10 +109,10 @@ class Symbols:
             out.append((self.image.string(name, "symbol name"), None if version[1] else version[0]))
         return out
 
-    def defines(self, name: str, version: str | None, hashes: tuple[int, int]) -> bool:
+    def defines(self, name: str, version: str | None, h: int) -> bool:
         """Whether a lookup of `name` (at `version`) finds a definition here;
-        `hashes`: (gnu_hash, sysv_hash) of the name."""
-        for i in self._candidates(name, hashes):
+        `h`: the name's gnu_hash."""
+        for i in self._candidates(name, h):
             st_name, binding, stype, shndx, value = self.entry(i)
             if (not shndx or binding not in _BINDINGS or stype not in _TYPES or (not value and stype != STT_TLS)
                     or self.image.string(st_name, "symbol name") != name):
@@ -131,9 +133,8 @@ class Symbols:
             return not raw & _HIDDEN
         return self.versions.names.get(ndx, (None, False))[0] == version
 
-    def _candidates(self, name: str, hashes: tuple[int, int]):
+    def _candidates(self, name: str, h: int):
         if self.gnu is not None:
-            h = hashes[0]
             bits = self.word.size * 8
             word = self.word.unpack_from(self.image.data, self.bloom + ((h // bits) % self.bloom_size) * self.word.size)[0]
             mask = (1 << (h % bits)) | (1 << ((h >> self.shift) % bits))
@@ -154,7 +155,7 @@ class Symbols:
             nchain = self._u32(self.sysv + 4)
             if not nbucket:
                 return
-            i = self._u32(self.sysv + 8 + 4 * (hashes[1] % nbucket))
+            i = self._u32(self.sysv + 8 + 4 * (sysv_hash(os.fsencode(name)) % nbucket))
             for _ in range(nchain):
                 if not i or i >= nchain:
                     return

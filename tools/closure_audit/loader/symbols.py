@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from ..elf.reader import ElfFile, InvalidElf
 from ..elf.records import DT_FLAGS, DT_VERDEF
-from ..elf.symbols import Symbols, gnu_hash, sysv_hash
+from ..elf.symbols import Symbols, gnu_hash
 from ..elf.versions import NO_VERSIONS, Image, Versions, newest_of_family, read_versions
 from .model import Chain, LoadedObject
 
@@ -68,7 +68,7 @@ class Tables:
         if path not in self._symbols:
             table = None
             try:
-                table = Symbols(self._image(path, elf), self.versions(path, elf), elf.elf_class)
+                table = Symbols(path, self._image(path, elf), self.versions(path, elf), elf.elf_class)
             except (InvalidElf, OSError) as exc:
                 self.problems[path] = getattr(exc, "reason", None) or str(exc)
             self._symbols[path] = table
@@ -122,17 +122,17 @@ def extension_module(path: str, tables: Tables, elf: ElfFile) -> bool:
         return False
     symbols = tables.symbols(path, elf)
     init = "PyInit_" + name.split(".", 1)[0]
-    return symbols is not None and symbols.defines(init, None, _hashes(init))
+    return symbols is not None and symbols.defines(init, None, name_hash(init))
 
 
-_HASHES: dict[str, tuple[int, int]] = {}
+_HASHES: dict[str, int] = {}
 
 
-def _hashes(name: str) -> tuple[int, int]:
+def name_hash(name: str) -> int:
+    """The name's DT_GNU_HASH hash, computed once per name."""
     found = _HASHES.get(name)
     if found is None:
-        raw = os.fsencode(name)
-        found = _HASHES[name] = (gnu_hash(raw), sysv_hash(raw))
+        found = _HASHES[name] = gnu_hash(os.fsencode(name))
     return found
 
 
@@ -149,7 +149,6 @@ class SymbolCheck:
         self.interpreter = interpreter
         self.tree = tree
         self._undefined: dict[str, list[tuple[str, str | None]]] = {}
-        self._defines: dict[tuple[str, str, str | None], bool] = {}
 
     def check(self, chains: Iterable[Chain]) -> list[Undefined]:
         out = []
@@ -157,14 +156,30 @@ class SymbolCheck:
             root = chain.root
             python = extension_module(root.real, self.tables, root.elf)
             scope = (self.interpreter if python else []) + chain.objects
+            tables = [t for t in (self.tables.symbols(o.real, o.elf) for o in scope) if t is not None]
+            # One scope for every object of the chain: each symbol is looked up once.
+            answered: dict[tuple[str, str | None], bool] = {}
             for obj in chain.objects:
                 if obj.leaf or not (python or binds_now(obj.elf)):
                     continue
-                for name, version in self.undefined(obj):
-                    if not any(self.defines(o.real, o.elf, name, version) for o in scope):
-                        out.append(Undefined(obj.real, name, version, root.real,
-                                             self.provider(name, version, {o.real for o in scope})))
+                for key in self.undefined(obj):
+                    found = answered.get(key)
+                    if found is None:
+                        found = answered[key] = self._defined(tables, *key)
+                    if not found:
+                        out.append(Undefined(obj.real, key[0], key[1], root.real,
+                                             self.provider(key[0], key[1], {o.real for o in scope})))
         return out
+
+    def _defined(self, tables: list[Symbols], name: str, version: str | None) -> bool:
+        h = name_hash(name)
+        for table in tables:
+            try:
+                if table.defines(name, version, h):
+                    return True
+            except InvalidElf as exc:
+                self.tables.problems[table.path] = exc.reason
+        return False
 
     def undefined(self, obj: LoadedObject) -> list[tuple[str, str | None]]:
         found = self._undefined.get(obj.real)
@@ -179,19 +194,11 @@ class SymbolCheck:
             self._undefined[obj.real] = found
         return found
 
-    def defines(self, path: str, elf: ElfFile, name: str, version: str | None) -> bool:
-        key = (path, name, version)
-        found = self._defines.get(key)
-        if found is None:
-            symbols = self.tables.symbols(path, elf)
-            try:
-                found = symbols is not None and symbols.defines(name, version, _hashes(name))
-            except InvalidElf as exc:
-                self.tables.problems[path] = exc.reason
-                found = False
-            self._defines[key] = found
-        return found
-
     def provider(self, name: str, version: str | None, scope: set[str]) -> str | None:
-        return next((p for p, e in sorted(self.tree.items())
-                     if e.loadable and p not in scope and self.defines(p, e, name, version)), None)
+        """A file of the tree, outside the scope, that defines the symbol."""
+        for path, elf in sorted(self.tree.items()):
+            if elf.loadable and path not in scope:
+                table = self.tables.symbols(path, elf)
+                if table is not None and self._defined([table], name, version):
+                    return path
+        return None
