@@ -298,20 +298,54 @@ let
     echo 'int foo2(void); int use(void) { return foo2(); }' > c.c
     gcc -shared -fPIC -o $out/lib/libuse.so c.c -L${p12}/lib -l:libp.so.1 -Wl,-rpath,${at}/lib
   '';
-in { good = use "fixture-use-good" p12; bad = use "fixture-use-bad" p1; }
+  # The V2 reference marked VER_FLG_WEAK in the builder, as make_weak does.
+  weak = sh "fixture-use-weak" ''
+    mkdir -p $out/lib
+    echo 'int foo2(void) __attribute__((weak)); int use(void) { return foo2 ? foo2() : 0; }' > c.c
+    gcc -shared -fPIC -o $out/lib/libuse.so c.c -Wl,--no-as-needed -L${p12}/lib -l:libp.so.1 \
+      -Wl,-rpath,${p1}/lib
+    sec=$(readelf -SW $out/lib/libuse.so | sed -n 's/.*[.]gnu[.]version_r *VERNEED *[0-9a-f]* \([0-9a-f]*\).*/\1/p')
+    at=$(readelf -VW $out/lib/libuse.so | sed -n 's/^ *0x\([0-9a-f]*\): *Name: V2 .*/\1/p')
+    printf '\002' | dd of=$out/lib/libuse.so bs=1 seek=$((0x$sec + 0x$at + 4)) conv=notrunc 2>/dev/null
+  '';
+in { good = use "fixture-use-good" p12; bad = use "fixture-use-bad" p1; inherit weak; }
 """
 
 
 @needs_nix
-@pytest.mark.parametrize("which", ["good", "bad"])
+@pytest.mark.parametrize("which", ["good", "bad", "weak"])
 def test_versions_in_the_store(tmp_path, which):
     (out,) = nix_build(tmp_path, NIX, which)
     lib = Path(out) / "lib/libuse.so"
     loader = dlopen(lib)
     found = rule(audit(out), "symbol-version-missing")
-    if which == "good":
+    if which != "bad":
         assert loader == "" and not found
     else:
         assert "version `V2' not found" in loader
         (f,) = found
         assert f["version"] == "V2" and f["newest"] == "V1" and f["provider"].endswith("-fixture-p1/lib/libp.so.1")
+
+
+@needs_nix
+def test_undefined_symbol_in_the_store(tmp_path):
+    """An extension module in the store that needs a symbol only a library
+    it does not name defines: the import fails, after a preload it works,
+    and audit --symbols names the library."""
+    include = sysconfig.get_paths()["include"]
+    source = tmp_path / "mod.c"
+    source.write_text(MODULE)
+    body = f"""
+    {{
+      bar = clib "fixture-libbar" "libbar.so" "int bar(void) {{ return 7; }}" "";
+      mod = clib "fixture-mod" "mod.so" (builtins.readFile {source}) "-I{include}";
+    }}
+    """
+    (bar,) = nix_build(tmp_path, body, "bar")
+    (mod,) = nix_build(tmp_path, body, "mod")
+    module, library = Path(mod) / "lib/mod.so", Path(bar) / "lib/libbar.so"
+    assert "undefined symbol: bar" in import_mod(module).stderr
+    assert import_mod(module, library).stdout.strip() == "7"
+    (f,) = rule(audit("--symbols", mod, bar), "undefined-symbol")
+    assert (f["file"], f["symbol"], f["provider"]) == (str(module), "bar", str(library))
+    assert not rule(audit("--symbols", bar), "undefined-symbol")

@@ -167,18 +167,20 @@ def check_symbols(loader, chains, walked, findings: Findings, undefined: bool) -
 def interpreter(loader, walked) -> list:
     """The objects of the Python process that imports the tree's extension
     modules, in load order: the tree's own python (a venv's bin/python, a
-    store path's python3 executable), else the one running this audit."""
+    store path's python3 executable), else the one running this audit, a
+    host program whose libraries the host's loader finds (in either mode)."""
     candidates = [os.path.join(r, "bin", n) for r in walked.roots for n in ("python3", "python")]
     candidates += sorted(p for p, e in walked.scan.elf.items()
                          if e.is_executable and re.fullmatch(r"python3(\.\d+)?", os.path.basename(p)))
-    candidates.append(sys.executable)
-    for path in candidates:
+    for path in candidates + [sys.executable]:
         real = os.path.realpath(path)
         try:
             elf = read_elf(real)
         except (InvalidElf, OSError):
             continue
         if elf is not None and elf.has_dynamic:
+            if path == sys.executable and loader.env.nix:
+                loader = ld.Loader(ld.Environment(mode="tree", host_dirs=ld.default_host_dirs()))
             return loader.chain(real, elf).objects
     return []
 
