@@ -170,6 +170,17 @@ def _number(name):
     return ENUM_E_MACHINE.get(name, ENUM_E_TYPE.get(name, name))
 
 
+def shared_object(out: Path, source: str, *flags: str) -> Path:
+    """A shared object gcc builds from C `source` at `out`, with extra flags
+    (a version script, -z now, the libraries it needs)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.parent / f".{out.name}.c"
+    src.write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
+    src.unlink()
+    return out
+
+
 class Builder:
     """Builds real ELF files under `root`. Paths are relative to root."""
 

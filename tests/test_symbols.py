@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import run_cli
+from conftest import run_cli, shared_object as gcc
 from nixstore import needs_nix, nix_build
 
 from closure_audit.elf.reader import read_elf
@@ -27,15 +27,6 @@ V12 = "V1 { global: foo1; local: *; };\nV2 { global: foo2; } V1;\n"
 V1_ONLY = "V1 { global: foo1; foo2; local: *; };\n"
 CONSUMER = "int foo2(void); int use(void) { return foo2(); }\n"
 WEAK = "int foo2(void) __attribute__((weak)); int use(void) { return foo2 ? foo2() : 0; }\n"
-
-
-def gcc(out: Path, source: str, *flags: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.parent / f".{out.name}.c"
-    src.write_text(source)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
-    src.unlink()
-    return out
 
 
 def provider(out: Path, script: str) -> Path:

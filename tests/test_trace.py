@@ -9,19 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import run_cli, shared_object as gcc
 
 from closure_audit.elf.reader import read_elf
 from closure_audit.loader import ld_debug
-
-
-def gcc(out: Path, source: str, *flags: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    src = out.parent / f".{out.name}.c"
-    src.write_text(source)
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
-    src.unlink()
-    return out
 
 
 def venv(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
