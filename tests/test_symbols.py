@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from conftest import run_cli, shared_object as gcc
+from conftest import assert_matches_pyelftools, run_cli, shared_object as gcc
 from nixstore import needs_nix, nix_build
 
 from closure_audit.elf.reader import read_elf
@@ -66,6 +66,7 @@ def make_weak(path: Path, version: str) -> None:
                 with open(path, "r+b") as f:
                     f.seek(offset + a + 4)
                     f.write((2).to_bytes(2, "little"))
+                assert_matches_pyelftools(str(path))
                 return
             a += anext
         if not nxt:
