@@ -120,6 +120,15 @@ def test_a_driver_that_is_not_the_hosts(tmp_path):
     assert f["path"] == str(stub)
 
 
+def test_terminal_table(tmp_path):
+    """The terminal view: the command's own image as a table, the findings, the verdict."""
+    tree, top, dep, _plug = venv(tmp_path)
+    p = run_cli("trace", "--against", str(tree), "--", *python(f"ctypes.CDLL({str(top)!r})"))
+    assert p.returncode == 0, p.stderr
+    assert f"needed by {top.name}" in p.stdout and str(dep) in p.stdout
+    assert "OK: no finding of severity error" in p.stdout
+
+
 def test_tree_found_from_the_process(tmp_path):
     """Without --against, the tree is the venv the process's objects come
     from: the program's own (this suite's venv), else the first object's."""

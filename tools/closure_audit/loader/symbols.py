@@ -155,13 +155,14 @@ class SymbolCheck:
         for chain in chains:
             root = chain.root
             python = extension_module(root.real, self.tables, root.elf)
+            bound = [o for o in chain.objects if not o.leaf and (python or binds_now(o.elf))]
+            if not bound:
+                continue
             scope = (self.interpreter if python else []) + chain.objects
             tables = [t for t in (self.tables.symbols(o.real, o.elf) for o in scope) if t is not None]
             # One scope for every object of the chain: each symbol is looked up once.
             answered: dict[tuple[str, str | None], bool] = {}
-            for obj in chain.objects:
-                if obj.leaf or not (python or binds_now(obj.elf)):
-                    continue
+            for obj in bound:
                 for key in self.undefined(obj):
                     found = answered.get(key)
                     if found is None:
