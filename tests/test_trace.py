@@ -146,6 +146,9 @@ def test_command_not_found_is_one_line(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "command not found" in p.stderr
     p = run_cli("trace")
     assert p.returncode == 2 and "needs a command" in p.stderr
+    marker = tmp_path / "ran"
+    p = run_cli("trace", "--against", str(tmp_path / "nowhere"), "--", "touch", str(marker))
+    assert p.returncode == 2 and "--against is not a directory" in p.stderr and not marker.exists()
 
 
 def test_help_says_the_status_passes_through():

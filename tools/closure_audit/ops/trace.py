@@ -39,6 +39,8 @@ Result = namedtuple("Result", "command status tree processes findings exit")
 
 
 def run(options: Options) -> Result:
+    if options.against and not os.path.isdir(options.against):
+        raise UsageError(f"--against is not a directory: {options.against}")
     with tempfile.TemporaryDirectory(prefix="closure-audit-trace-") as d:
         env = dict(os.environ, LD_DEBUG="files,libs", LD_DEBUG_OUTPUT=os.path.join(d, "ld"))
         try:
@@ -122,8 +124,6 @@ def predictions(tree: str, policy) -> dict[tuple[str, str], str | None]:
     real path, or None where it finds nothing."""
     from .audit import audit  # the readers and the model: only with --against
 
-    if not os.path.isdir(tree):
-        raise UsageError(f"--against is not a directory: {tree}")
     report, loader = audit([tree], policy, root=tree)
     out: dict[tuple[str, str], str | None] = {}
     for chain in report.chains:
