@@ -341,3 +341,19 @@ def test_undefined_symbol_in_the_store(tmp_path):
     (f,) = rule(audit("--symbols", mod, bar), "undefined-symbol")
     assert (f["file"], f["symbol"], f["provider"]) == (str(module), "bar", str(library))
     assert not rule(audit("--symbols", bar), "undefined-symbol")
+
+
+def test_version_of_a_name_already_loaded(tmp_path):
+    """libroot.so loads the V1-only libp.so.1 first; libuse.so's own RUNPATH
+    holds a copy with V2, but the name is already loaded: glibc checks V2
+    against the loaded file and refuses, and so does the audit."""
+    tree = tmp_path / "tree"
+    new = provider(tree / "new/libp.so.1", V12)
+    old = provider(tree / "old/libp.so.1", V1_ONLY)
+    use = consumer(tree / "new/libuse.so", new)
+    root = gcc(tree / "libroot.so", "int root(void) { return 0; }\n", "-Wl,--no-as-needed", str(old), str(use),
+               "-Wl,--enable-new-dtags,-rpath,$ORIGIN/old:$ORIGIN/new")
+    assert dlopen(use) == ""  # on its own it loads
+    assert f"version `V2' not found (required by {use})" in dlopen(root)
+    (f,) = rule(audit("--root", str(tree), str(tree)), "symbol-version-missing")
+    assert (f["file"], f["provider"], f["version"]) == (str(use), str(old), "V2")
