@@ -357,3 +357,18 @@ def test_version_of_a_name_already_loaded(tmp_path):
     assert f"version `V2' not found (required by {use})" in dlopen(root)
     (f,) = rule(audit("--root", str(tree), str(tree)), "symbol-version-missing")
     assert (f["file"], f["provider"], f["version"]) == (str(use), str(old), "V2")
+
+
+def test_versions_in_a_wheel_read_in_memory(tmp_path):
+    """A wheel's members are read in memory; their version tables too: the
+    same verdict as on the unpacked tree."""
+    from test_wheel import make_wheel
+
+    tree = tmp_path / "tree"
+    use = consumer(tree / "pkg/libuse.so", provider(tree / "pkg/libp.so.1", V12))
+    provider(tree / "pkg/libp.so.1", V1_ONLY)
+    wheel = make_wheel(tmp_path / "pkg-1.0-py3-none-linux_x86_64.whl",
+                       {"pkg/libuse.so": use.read_bytes(), "pkg/libp.so.1": (tree / "pkg/libp.so.1").read_bytes(),
+                        "pkg-1.0.dist-info/RECORD": b""})
+    (f,) = rule(audit(str(wheel)), "symbol-version-missing")
+    assert (os.path.basename(f["file"]), f["version"], f["newest"]) == ("libuse.so", "V2", "V1")
