@@ -21,9 +21,9 @@ import os
 from .records import (  # noqa: F401 (ElfFile, Section and the constants are imported from here too)
     _DYN_TABLES, _EHSIZE, _STRING_TAGS, _STRUCTS, DF_1_NODEFLIB, DT_FLAGS_1, DT_NEEDED, DT_NULL,
     DT_RPATH, DT_RUNPATH, DT_SONAME, DT_STRSZ, DT_STRTAB, DYNAMIC_TABLES, DYNAMIC_VALUES, ELF_MAGIC,
-    PN_XNUM, PT_DYNAMIC, PT_INTERP, PT_LOAD, PT_PHDR, SHF_ALLOC, SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS,
-    SHT_NOTE, SHT_STRTAB, SHT_SYMTAB, STO_CUDA_ENTRY, STT_FUNC, ElfFile, InvalidElf, Section, _dt_name,
-    _pt_name)
+    LOADABLE, PN_XNUM, PT_DYNAMIC, PT_INTERP, PT_LOAD, PT_PHDR, SHF_ALLOC, SHN_LORESERVE, SHN_XINDEX,
+    SHT_NOBITS, SHT_NOTE, SHT_STRTAB, SHT_SYMTAB, STO_CUDA_ENTRY, STT_FUNC, ElfFile, InvalidElf, Section,
+    _dt_name, _pt_name)
 
 
 def read_elf(path: str) -> ElfFile | None:
@@ -132,7 +132,10 @@ class _Parser:
                 raise InvalidElf("section header table has no entries (e_shnum and section 0's sh_size are 0)")
         elif shnum or shstrndx:
             raise InvalidElf(f"e_shnum {shnum} / e_shstrndx {shstrndx} but no section header table (e_shoff 0)")
-        if phnum == PN_XNUM:
+        # glibc's loader and the kernel have no extended program header
+        # numbering: they read 0xffff program headers (ld.so: "cannot read
+        # file data"). Only other files (cores) keep the count in section 0.
+        if phnum == PN_XNUM and (cubin or self.e_type not in LOADABLE):
             if first is None:
                 raise InvalidElf("e_phnum is PN_XNUM but there is no section 0 to hold the count")
             phnum = first[7]
@@ -145,7 +148,8 @@ class _Parser:
         # The tables: inside the file, clear of the ELF header and of each other.
         tables = [(0, ehsize, "the ELF header")]
         if phnum:
-            tables.append(self._span(phoff, phnum * phentsize, f"{phnum} program headers"))
+            xnum = " (e_phnum 0xffff: the loader has no extended numbering)" if phnum == PN_XNUM else ""
+            tables.append(self._span(phoff, phnum * phentsize, f"{phnum} program headers{xnum}"))
         if shoff:
             tables.append(self._span(shoff, shnum * shentsize, f"{shnum} section headers"))
         self._disjoint(tables)
@@ -365,6 +369,8 @@ class _Parser:
                 raise InvalidElf(f"PT_PHDR at offset {offset:#x} ({filesz} bytes) does not describe the "
                                  f"program header table at {self.phoff:#x}")
 
+        if not self.loads and self.e_type in LOADABLE:
+            raise InvalidElf("no PT_LOAD segment: the loader maps nothing (\"object file has no loadable segments\")")
         needed: list[int] = []
         tags: dict[int, int] = {}
         if dynamic is not None:

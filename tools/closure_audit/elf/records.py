@@ -25,6 +25,7 @@ STO_CUDA_ENTRY = 0x10  # st_other of a cubin's kernels; device functions and the
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 14, 15, 29, 0x6FFFFFFB
 PN_XNUM = 0xFFFF
+LOADABLE = (2, 3)  # ET_EXEC, ET_DYN
 SHN_LORESERVE = 0xFF00
 SHN_XINDEX = 0xFFFF
 
@@ -125,7 +126,7 @@ class ElfFile(namedtuple("ElfFile", _ELF_FIELDS, defaults=((), False, ()))):
     def loadable(self) -> bool:
         """Executables and shared objects; relocatable objects, cores and
         debug-info files are not loaded."""
-        return self.type in (2, 3) and not self.debug_info
+        return self.type in LOADABLE and not self.debug_info
 
     @property
     def is_executable(self) -> bool:

@@ -122,7 +122,7 @@ def tree_copies(tree: str | None, processes) -> dict[str, str]:
 def predictions(tree: str, policy) -> dict[tuple[str, str], str | None]:
     """What audit's model says each (requesting object, name) loads: the
     real path, or None where it finds nothing."""
-    from .audit import audit  # the readers and the model: only with --against
+    from ..pipeline.audit import audit  # the readers and the model: only with --against
 
     report, loader = audit([tree], policy, root=tree)
     out: dict[tuple[str, str], str | None] = {}
