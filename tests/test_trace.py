@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import run_cli, shared_object as gcc
+from nixstore import needs_nix, nix_build
 
 from closure_audit.elf.reader import read_elf
 from closure_audit.loader import ld_debug
@@ -184,3 +185,13 @@ def test_parse_exec_chain_and_children():
         ("libc.so.6", "/lib/libc.so.6", "needed", "python3"),
         ("/t/a.so", "/t/a.so", "dlopen", "python3"),
         ("libb.so", "/t/libb.so", "needed", "/t/a.so")]
+
+
+@needs_nix
+def test_an_object_of_the_store(tmp_path):
+    (out,) = nix_build(tmp_path, '{ lib = clib "fixture-traced" "libtraced.so" "int t(void) { return 1; }" ""; }',
+                       "lib")
+    lib = os.path.join(out, "lib/libtraced.so")
+    _p, report = trace("--", *python(f"ctypes.CDLL({lib!r})"))
+    (obj,) = [o for o in main_image(report)["objects"] if o["real"] == lib]
+    assert obj["where"] == "store" and obj["how"] == "dlopen"
