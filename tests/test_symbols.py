@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import assert_matches_pyelftools, run_cli, shared_object as gcc
 from nixstore import needs_nix, nix_build
@@ -372,3 +374,45 @@ def test_versions_in_a_wheel_read_in_memory(tmp_path):
                         "pkg-1.0.dist-info/RECORD": b""})
     (f,) = rule(audit(str(wheel)), "symbol-version-missing")
     assert (os.path.basename(f["file"]), f["version"], f["newest"]) == ("libuse.so", "V2", "V1")
+
+
+@pytest.fixture(scope="module")
+def versioned(tmp_path_factory) -> bytes:
+    d = tmp_path_factory.mktemp("versioned")
+    lib = provider(d / "libp.so.1", V12)
+    script = d / "use.map"
+    script.write_text(V12.replace("foo1", "bar1").replace("foo2", "bar2; use"))
+    return gcc(d / "libuse.so", CONSUMER + PROVIDER.replace("foo", "bar"), "-Wl,--no-as-needed", str(lib),
+               f"-Wl,--version-script={script}").read_bytes()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_fuzz_version_and_symbol_tables(tmp_path, versioned, data):
+    """Byte overwrites of a library with both version tables, a GNU hash
+    table and undefined symbols, aimed at its tables: reading them returns
+    or raises InvalidElf, nothing else."""
+    from closure_audit.elf.reader import InvalidElf
+    from closure_audit.loader.symbols import name_hash
+
+    image = bytearray(versioned)
+    for _ in range(data.draw(st.integers(1, 8))):
+        pos = data.draw(st.integers(0x200, 0x800))  # the dynamic tables of a small gcc library
+        chunk = data.draw(st.binary(min_size=1, max_size=4))
+        image[pos:pos + len(chunk)] = chunk
+    p = tmp_path / "fuzz.so"
+    p.write_bytes(bytes(image))
+    try:
+        elf = read_elf(str(p))
+    except InvalidElf:
+        return
+    img = Image.open(None, str(p), elf)
+    try:
+        table = Symbols(str(p), img, read_versions(img), elf.elf_class)
+        table.undefined()
+        for name in ("foo2", "bar1", "use"):
+            table.defines(name, data.draw(st.sampled_from([None, "V1", "V2"])), name_hash(name))
+    except InvalidElf as exc:
+        assert exc.reason
+    finally:
+        img.close()
