@@ -5,6 +5,7 @@ where; judged by findings/trace.py (docs/trace.md)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,9 +19,9 @@ from ..host.probe import probe
 from ..loader import ld_debug
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES
 from ..loader.model import matches_any
-from ..util import under
 from ..nix.storepath import store_dir
 from ..targets import tree_root_for_file
+from ..util import under
 
 TREE, STORE, HOST, DRIVER = "tree", "store", "host", "driver"
 
@@ -99,8 +100,6 @@ def _process(image, tree: str | None) -> Process:
 
 def _which(name: str) -> str:
     """The program a process image names without a slash (argv[0])."""
-    import shutil  # only here: start-up stays lean
-
     return shutil.which(name) or name
 
 
