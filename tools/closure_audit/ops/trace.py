@@ -79,11 +79,13 @@ def find_tree(images) -> str | None:
 
 
 def where(real: str, tree: str | None) -> str:
+    """A driver library by its name wherever it lies outside the tree
+    (NixOS keeps the driver in the store, behind /run/opengl-driver/lib)."""
     if tree and under(real, tree):
         return TREE
-    if under(real, store_dir()):
-        return STORE
-    return DRIVER if matches_any(os.path.basename(real), DRIVER_LIBRARIES) else HOST
+    if matches_any(os.path.basename(real), DRIVER_LIBRARIES):
+        return DRIVER
+    return STORE if under(real, store_dir()) else HOST
 
 
 def _process(image, tree: str | None) -> Process:
