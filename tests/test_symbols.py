@@ -145,7 +145,7 @@ def test_symbol_lookup_matches_pyelftools(tmp_path, table):
                and s["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK") and not h]
     assert defined and all(table.defines(n, None, name_hash(n)) for n in defined)
     undefined = {s.name for s in syms[1:] if s["st_shndx"] == "SHN_UNDEF" and s["st_info"]["bind"] == "STB_GLOBAL"}
-    assert {n for n, _v in table.undefined()} == undefined
+    assert {n for n, _v, _need in table.undefined()} == undefined
     assert not table.defines("nixcuda_no_such_symbol", None, name_hash("nixcuda_no_such_symbol"))
 
 
@@ -416,3 +416,31 @@ def test_fuzz_version_and_symbol_tables(tmp_path, versioned, data):
         assert exc.reason
     finally:
         img.close()
+
+
+def test_symbols_of_a_need_without_a_file_are_not_judged(tmp_path):
+    """-z now and a need of the driver, which the model answers with no
+    file (the host's driver, outside the tree): cuInit could come from it,
+    so nothing is said; what the C runtime defines is found in the host's."""
+    tree = tmp_path / "tree"
+    stub = gcc(tmp_path / "stubs/libcuda.so", "int cuInit(int f) { return 0; }\n", "-Wl,-soname,libcuda.so.1")
+    gcc(tree / "lib/libuse.so", "#include <stdio.h>\nint cuInit(int);\nint use(void) { printf(\"x\"); return cuInit(0); }\n",
+        "-Wl,-z,now", "-Wl,--no-as-needed", str(stub))
+    report = audit("--symbols", "--root", str(tree), str(tree))
+    assert not rule(report, "undefined-symbol"), report["findings"]
+
+
+@needs_nix
+def test_bind_now_in_the_store_without_false_symbols(tmp_path):
+    """Nix links with -z now: a store library needing the C runtime and
+    the driver through /run/opengl-driver/lib has no undefined-symbol."""
+    body = r"""
+    rec {
+      stub = clib "fixture-cuda-stub" "libcuda.so" "int cuInit(int f) { return 0; }" "-Wl,-soname,libcuda.so.1";
+      use = clib "fixture-bindnow" "libuse.so" "int cuInit(int); int puts(const char *); int use(void) { puts(\"x\"); return cuInit(0); }"
+        "-Wl,-z,now -Wl,--no-as-needed -L${stub}/lib -lcuda -Wl,-rpath,/run/opengl-driver/lib";
+    }
+    """
+    (out,) = nix_build(tmp_path, body, "use")
+    report = audit("--symbols", out)
+    assert not rule(report, "undefined-symbol"), report["findings"]

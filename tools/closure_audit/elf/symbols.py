@@ -96,17 +96,17 @@ class Symbols:
             return 1
         return struct.unpack_from(self.image.order + "H", self.image.data, self._check(self.versym + 2 * index, 2))[0]
 
-    def undefined(self) -> list[tuple[str, str | None]]:
+    def undefined(self) -> list[tuple[str, str | None, str | None]]:
         """Every undefined, non-weak dynamic symbol: (name, the version it
-        asks for or None)."""
+        asks for, the need that version is required of), the last two None
+        for a reference without a version."""
         out = []
         for i in range(1, self.count()):
             name, binding, _type, shndx, _value = self.entry(i)
             if shndx or binding != STB_GLOBAL or not name:
                 continue
-            ndx = self.version_index(i) & 0x7FFF
-            version = self.versions.names.get(ndx, (None, True))
-            out.append((self.image.string(name, "symbol name"), None if version[1] else version[0]))
+            version, need = self.versions.names.get(self.version_index(i) & 0x7FFF, (None, None))
+            out.append((self.image.string(name, "symbol name"), version if need else None, need))
         return out
 
     def defines(self, name: str, version: str | None, h: int) -> bool:
@@ -131,7 +131,7 @@ class Symbols:
             return ndx < 3 or not raw & _HIDDEN
         if ndx < 2:
             return not raw & _HIDDEN
-        return self.versions.names.get(ndx, (None, False))[0] == version
+        return self.versions.names.get(ndx, (None, None))[0] == version
 
     def _candidates(self, name: str, h: int):
         if self.gnu is not None:

@@ -30,7 +30,8 @@ class Versions(namedtuple("Versions", "required defined names")):
     """One object's version tables: `required`, a tuple of Required;
     `defined`, the names DT_VERDEF defines (the base one, the SONAME,
     included, as glibc compares against every entry); `names`, the version
-    index of DT_VERSYM -> (name, defined here)."""
+    index of DT_VERSYM -> (name, the need it is required of: a SONAME, or
+    None for a version defined here)."""
 
     __slots__ = ()
 
@@ -86,7 +87,7 @@ def read_versions(image: Image) -> Versions:
     """The version tables of one object; NO_VERSIONS when it has none."""
     if DT_VERNEED not in image.dynamic and DT_VERDEF not in image.dynamic:
         return NO_VERSIONS
-    names: dict[int, tuple[str, bool]] = {}
+    names: dict[int, tuple[str, str | None]] = {}
     return Versions(tuple(_required(image, names)), frozenset(_defined(image, names)), names)
 
 
@@ -102,7 +103,7 @@ def _walk(image: Image, first: int, fmt: struct.Struct, next_at: int, what: str)
     raise InvalidElf(f"{what} does not end")
 
 
-def _required(image: Image, names: dict[int, tuple[str, bool]]):
+def _required(image: Image, names: dict[int, tuple[str, str | None]]):
     start = image.dynamic.get(DT_VERNEED)
     if start is None:
         return
@@ -114,11 +115,11 @@ def _required(image: Image, names: dict[int, tuple[str, bool]]):
             continue
         for _at, (_h, flags, other, name, _n) in _walk(image, at + aux, vernaux, 4, "Vernaux entry"):
             version = image.string(name, "Vernaux name")
-            names[other & 0x7FFF] = (version, False)
+            names[other & 0x7FFF] = (version, soname)
             yield Required(soname, version, bool(flags & VER_FLG_WEAK))
 
 
-def _defined(image: Image, names: dict[int, tuple[str, bool]]):
+def _defined(image: Image, names: dict[int, tuple[str, str | None]]):
     start = image.dynamic.get(DT_VERDEF)
     if start is None:
         return
@@ -128,7 +129,7 @@ def _defined(image: Image, names: dict[int, tuple[str, bool]]):
         if not count:
             continue
         version = image.string(image.unpack(verdaux, at + aux, "Verdaux entry")[0], "Verdaux name")
-        names[index & 0x7FFF] = (version, True)
+        names[index & 0x7FFF] = (version, None)
         yield version
 
 

@@ -142,13 +142,21 @@ class SymbolCheck:
     DF_1_NOW. A symbol must be defined somewhere in the load scope: the
     global scope (`interpreter`: the objects of the process that imports
     an extension, in order), then the chain's objects. `tree`: the files
-    searched, for what is undefined, for one that defines it."""
+    searched, for what is undefined, for one that defines it. `locate`:
+    (object, chain, name) -> (real path, ElfFile) or None, the file of a
+    name the model leaves to the process's own C runtime.
 
-    def __init__(self, tables: Tables, interpreter: list[LoadedObject], tree: dict[str, ElfFile]):
+    A need the model answers with no file (the driver, a name not found, a
+    C runtime `locate` cannot place) could define anything: a versioned
+    symbol required of it, and every symbol without a version of a chain
+    holding one, are not judged."""
+
+    def __init__(self, tables: Tables, interpreter: list[LoadedObject], tree: dict[str, ElfFile], locate=None):
         self.tables = tables
         self.interpreter = interpreter
         self.tree = tree
-        self._undefined: dict[str, list[tuple[str, str | None]]] = {}
+        self.locate = locate or (lambda obj, chain, name: None)
+        self._undefined: dict[str, list[tuple[str, str | None, str | None]]] = {}
 
     def check(self, chains: Iterable[Chain]) -> list[Undefined]:
         out = []
@@ -158,19 +166,39 @@ class SymbolCheck:
             bound = [o for o in chain.objects if not o.leaf and (python or binds_now(o.elf))]
             if not bound:
                 continue
-            scope = (self.interpreter if python else []) + chain.objects
-            tables = [t for t in (self.tables.symbols(o.real, o.elf) for o in scope) if t is not None]
+            files = [(o.real, o.elf) for o in (self.interpreter if python else []) + chain.objects]
+            unknown = self._fileless(chain, files)
+            scope = {real for real, _ in files}
+            tables = [t for t in (self.tables.symbols(real, elf) for real, elf in files) if t is not None]
             # One scope for every object of the chain: each symbol is looked up once.
             answered: dict[tuple[str, str | None], bool] = {}
             for obj in bound:
-                for key in self.undefined(obj):
-                    found = answered.get(key)
+                for name, version, need in self.undefined(obj):
+                    if need in unknown or (version is None and unknown):
+                        continue
+                    found = answered.get((name, version))
                     if found is None:
-                        found = answered[key] = self._defined(tables, *key)
+                        found = answered[name, version] = self._defined(tables, name, version)
                     if not found:
-                        out.append(Undefined(obj.real, key[0], key[1], root.real,
-                                             self.provider(key[0], key[1], {o.real for o in scope})))
+                        out.append(Undefined(obj.real, name, version, root.real, self.provider(name, version, scope)))
         return out
+
+    def _fileless(self, chain: Chain, files: list[tuple[str, ElfFile]]) -> set[str]:
+        """The needs of the chain the model answers with no file that no
+        object in scope answers by name; `files` gains those `locate` finds."""
+        names = {os.path.basename(real) for real, _ in files} | {e.soname for _, e in files if e.soname}
+        unknown = set()
+        for obj in chain.objects:
+            for res in () if obj.leaf else obj.resolutions:
+                if res.target is not None or res.needed in names:
+                    continue
+                found = self.locate(obj, chain, res.needed)
+                if found is None:
+                    unknown.add(res.needed)
+                else:
+                    files.append(found)
+                    names.add(res.needed)
+        return unknown
 
     def _defined(self, tables: list[Symbols], name: str, version: str | None) -> bool:
         h = name_hash(name)
@@ -182,7 +210,7 @@ class SymbolCheck:
                 self.tables.problems[table.path] = exc.reason
         return False
 
-    def undefined(self, obj: LoadedObject) -> list[tuple[str, str | None]]:
+    def undefined(self, obj: LoadedObject) -> list[tuple[str, str | None, str | None]]:
         found = self._undefined.get(obj.real)
         if found is None:
             symbols = self.tables.symbols(obj.real, obj.elf)

@@ -128,11 +128,23 @@ def check_symbols(loader, chains, walked, findings: Findings, undefined: bool) -
     try:
         judge_versions(sym.missing_versions(sym.bound_needs(chains), tables), findings)
         if undefined:
-            check = sym.SymbolCheck(tables, interpreter(loader, walked), walked.scan.elf)
+            check = sym.SymbolCheck(tables, interpreter(loader, walked), walked.scan.elf, c_runtime(loader))
             judge_undefined(check.check(chains), findings)
         judge_tables(tables.problems, findings)
     finally:
         tables.close()
+
+
+def c_runtime(loader):
+    """Where a name the model leaves to the process's C runtime (ld.so,
+    and in the store glibc) is found from the object that needs it: in its
+    search path (a tree's: the host's directories too)."""
+    def locate(obj, chain, name):
+        res = loader.find(name, loader.search_path(obj, chain.root), obj.elf.abi_key())
+        elf = None if res.path is None else loader.candidate(res.path)[1]
+        return None if elf is None else (loader.realpath(res.path), elf)
+
+    return locate
 
 
 def interpreter(loader, walked) -> list:
