@@ -8,7 +8,6 @@ import argparse
 
 from .. import output
 from ..errors import UsageError
-from ..output.trace import render_trace, trace_json
 from . import options
 
 
@@ -36,5 +35,4 @@ def run(args) -> int:
     if not command:
         raise UsageError("trace needs a command: closure-audit trace -- COMMAND [ARG...]")
     result = trace.run(trace.Options(command, args.against, options.load_policy(args), args.json))
-    output.show(args.json, lambda: trace_json(result), lambda t: render_trace(t, result))
-    return result.exit
+    return output.show(result, json=args.json)

@@ -11,17 +11,17 @@ import sys
 import tempfile
 from collections import namedtuple
 
-from ..errors import Exit, TargetError, UsageError
+from ..elf.walk import tree_root_for_file
+from ..errors import TargetError, UsageError
 from ..findings.collector import Findings
-from ..findings.rules import has_error
 from ..findings.trace import judge_trace
 from ..host.probe import probe
 from ..loader import ld_debug
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES
 from ..loader.model import matches_any
 from ..nix.storepath import store_dir
-from ..targets import tree_root_for_file
 from ..util import under
+from . import result_type
 
 TREE, STORE, HOST, DRIVER = "tree", "store", "host", "driver"
 
@@ -34,9 +34,9 @@ Options = namedtuple("Options", "command against policy quiet")
 # and ld.so), `where`: TREE, STORE, HOST or DRIVER.
 Traced = namedtuple("Traced", "name path real how by where")
 Process = namedtuple("Process", "pid program objects")
-# status: the command's exit status; tree: the tree the objects were
-# judged against, or None; exit: what `trace` exits with.
-Result = namedtuple("Result", "command status tree processes findings exit")
+Result = result_type("trace", "command exit_status tree processes findings", """command: the argument
+vector; exit_status: the command's (128 + N for signal N), `trace`'s own when no finding is an error;
+tree: the tree the objects were judged against, or None; processes: Process records; findings: sorted.""")
 
 
 def run(options: Options) -> Result:
@@ -58,8 +58,7 @@ def run(options: Options) -> Result:
     predicted = predictions(options.against, options.policy) if options.against else {}
     driver = probe("/").driver
     judge_trace(processes, tree_copies(tree, processes), driver.real if driver else None, predicted, findings)
-    found = findings.sorted()
-    return Result(options.command, status, tree, processes, found, Exit.FAILED if has_error(found) else status)
+    return Result(options.command, status, tree, processes, findings.sorted())
 
 
 def find_tree(images) -> str | None:
