@@ -80,8 +80,9 @@ class Tables:
         self._images.clear()
 
 
-def bound_needs(chains: Iterable[Chain]) -> Iterable[Bound]:
-    """Every need the model resolved to a file, in every chain."""
+def bound_needs(chains: Iterable) -> Iterable[Bound]:
+    """Every need the model resolved to a file, in every chain (or link
+    map: anything holding `objects` in load order)."""
     for chain in chains:
         for obj in chain.objects:
             for res in obj.resolutions:

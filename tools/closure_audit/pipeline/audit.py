@@ -120,13 +120,15 @@ def audit(targets: list[str], policy, root: str | None = None,
     return report, loader
 
 
-def check_symbols(loader, chains, walked, findings: Findings, undefined: bool) -> None:
+def check_symbols(loader, chains, walked, findings: Findings, undefined: bool, maps=()) -> None:
     """glibc's checks after the search: the version each need requires of
-    the file it resolved to, and with `undefined` the undefined symbols of
-    objects bound at load time (loader/symbols.py)."""
+    the file it resolved to, in every chain and in every process's link map
+    (`maps`: what each name resolves to there, preloads and names already
+    loaded included), and with `undefined` the undefined symbols of objects
+    bound at load time (loader/symbols.py)."""
     tables = sym.Tables(loader.files)
     try:
-        judge_versions(sym.missing_versions(sym.bound_needs(chains), tables), findings)
+        judge_versions(sym.missing_versions(sym.bound_needs([*chains, *maps]), tables), findings)
         if undefined:
             check = sym.SymbolCheck(tables, interpreter(loader, walked), walked.scan.elf, c_runtime(loader))
             judge_undefined(check.check(chains), findings)
