@@ -136,7 +136,7 @@ def pyelftools_facts(path: str) -> dict:
 
 
 def _pyelftools_versions(elf) -> tuple[list, list]:
-    """(every Vernaux as (file, version, weak), every DT_VERDEF name), sorted."""
+    """(every Vernaux as (file, version, weak), the names DT_VERDEF defines), sorted."""
     from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
     required, defined = [], []
@@ -146,7 +146,7 @@ def _pyelftools_versions(elf) -> tuple[list, list]:
                          for a in auxes]
         elif isinstance(section, GNUVerDefSection):
             defined += [next(auxes).name for _d, auxes in section.iter_versions()]
-    return sorted(required), sorted(defined)
+    return sorted(required), sorted(set(defined))  # a set: the base entry may bear a version's name
 
 
 def our_facts(path: str) -> dict:
