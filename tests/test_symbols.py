@@ -444,3 +444,21 @@ def test_bind_now_in_the_store_without_false_symbols(tmp_path):
     (out,) = nix_build(tmp_path, body, "use")
     report = audit("--symbols", out)
     assert not rule(report, "undefined-symbol"), report["findings"]
+
+
+def test_a_version_named_as_the_soname_matches_the_base_entry(tmp_path):
+    """glibc compares a required version with every DT_VERDEF entry, the
+    base one (the SONAME) included: a version named as the SONAME (NVIDIA's
+    libraries name theirs so) is found in a file that defines no such
+    version but has that SONAME."""
+    tree = tmp_path / "tree"
+    named = tmp_path / "named.map"
+    named.write_text("libp.so.1 { global: *; };\n")
+    other = tmp_path / "other.map"
+    other.write_text("OTHER { global: *; };\n")
+    lib = gcc(tree / "lib/libp.so.1", PROVIDER, "-Wl,-soname,libp.so.1", f"-Wl,--version-script={named}")
+    use = consumer(tree / "lib/libuse.so", lib)
+    gcc(tree / "lib/libp.so.1", PROVIDER, "-Wl,-soname,libp.so.1", f"-Wl,--version-script={other}")
+    # The version check passes; binding foo2@libp.so.1 now (RTLD_NOW) does not.
+    assert "undefined symbol: foo2, version libp.so.1" in dlopen(use) and "not found" not in dlopen(use)
+    assert not rule(audit("--root", str(tree), str(tree)), "symbol-version-missing")
