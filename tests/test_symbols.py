@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from conftest import assert_matches_pyelftools, run_cli, shared_object as gcc
 from nixstore import needs_nix, nix_build
+from test_process import stack  # noqa: F401 (issue 29's synthetic CUDA 13 stack, a fixture)
 
 from closure_audit.elf.reader import read_elf
 from closure_audit.elf.symbols import Symbols
@@ -462,3 +463,37 @@ def test_a_version_named_as_the_soname_matches_the_base_entry(tmp_path):
     # The version check passes; binding foo2@libp.so.1 now (RTLD_NOW) does not.
     assert "undefined symbol: foo2, version libp.so.1" in dlopen(use) and "not found" not in dlopen(use)
     assert not rule(audit("--root", str(tree), str(tree)), "symbol-version-missing")
+
+
+def test_version_of_a_need_a_preload_answers(stack, tmp_path):
+    """CuPy's cuFFT module, built against the host's libcufft (version
+    CUFFT_12), in a process where cuda-pathfinder has loaded the tree's copy
+    first (which lacks it): the need is the name already loaded, and glibc
+    refuses it there, though the module alone loads (issue 29's process model)."""
+    (tmp_path / "host.map").write_text("CUFFT_12 { global: *; };\n")
+    (tmp_path / "tree.map").write_text("OTHER { global: *; };\n")
+    plan = "int cufftPlan(void) { return 1; }\n"
+    host = gcc(stack.host / "libcufft.so.12", plan, "-Wl,-soname,libcufft.so.12", f"-Wl,--version-script={tmp_path / 'host.map'}")
+    tree = gcc(stack.cu13 / "libcufft.so.12", plan, "-Wl,-soname,libcufft.so.12", f"-Wl,--version-script={tmp_path / 'tree.map'}")
+    gcc(stack.cupy_cufft, "int cufftPlan(void); int f(void) { return cufftPlan(); }\n", "-Wl,--no-as-needed", str(host))
+    env = {"LD_LIBRARY_PATH": str(stack.host)}
+    assert dlopen(stack.cupy_cufft, env) == ""
+    assert f"version `CUFFT_12' not found (required by {stack.cupy_cufft})" in dlopen(stack.cupy_cufft, env, tree)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[host]\ndirectories = ["{stack.host}"]\n')
+    found = rule(audit("--policy", str(policy), str(stack.venv)), "symbol-version-missing")
+    assert [(f["file"], f["provider"], f["version"]) for f in found] == [(str(stack.cupy_cufft), str(tree), "CUFFT_12")]
+
+
+def test_undefined_symbol_a_frameworks_preload_defines(stack):
+    """torch/_C needs bar, which only torch/lib/libtorch_global_deps.so
+    defines: `import torch` loads that first, with RTLD_GLOBAL, so the
+    process model's scope holds it and --symbols says nothing; alone, the
+    module does not load."""
+    deps = gcc(stack.site / "torch/lib/libtorch_global_deps.so", "int bar(void) { return 7; }\n")
+    gcc(stack.torch_c, "void *PyInit__C(void) { return 0; }\nint bar(void); int use(void) { return bar(); }\n",
+        "-Wl,--no-as-needed", str(stack.torch_cuda), "-Wl,-rpath,$ORIGIN/lib")
+    assert "undefined symbol: bar" in dlopen(stack.torch_c)
+    assert dlopen(stack.torch_c, preload=deps) == ""
+    report = audit("--symbols", str(stack.venv))
+    assert not [f for f in rule(report, "undefined-symbol") if f["file"] == str(stack.torch_c)]

@@ -80,6 +80,17 @@ class Tables:
         self._images.clear()
 
 
+def loaded_before(maps) -> dict[str, list[LoadedObject]]:
+    """For each chain's root in the link maps (`maps`: objects in load
+    order), the objects loaded before it there: SymbolCheck's `earlier`."""
+    out: dict[str, list[LoadedObject]] = {}
+    for m in maps:
+        for i, obj in enumerate(m.objects):
+            if obj.parent is None:
+                out.setdefault(obj.real, m.objects[:i])
+    return out
+
+
 def bound_needs(chains: Iterable) -> Iterable[Bound]:
     """Every need the model resolved to a file, in every chain (or link
     map: anything holding `objects` in load order)."""
@@ -145,18 +156,24 @@ class SymbolCheck:
     an extension, in order), then the chain's objects. `tree`: the files
     searched, for what is undefined, for one that defines it. `locate`:
     (object, chain, name) -> (real path, ElfFile) or None, the file of a
-    name the model leaves to the process's own C runtime.
+    name the model leaves to the process's own C runtime. `earlier`: a
+    chain's root (real path) -> the objects a framework's process
+    (loader/process.py) has loaded before it, its preloads among them,
+    taken as global scope (a preload with RTLD_LOCAL is counted too: what
+    is said undefined is undefined).
 
     A need the model answers with no file (the driver, a name not found, a
     C runtime `locate` cannot place) could define anything: a versioned
     symbol required of it, and every symbol without a version of a chain
     holding one, are not judged."""
 
-    def __init__(self, tables: Tables, interpreter: list[LoadedObject], tree: dict[str, ElfFile], locate=None):
+    def __init__(self, tables: Tables, interpreter: list[LoadedObject], tree: dict[str, ElfFile], locate=None,
+                 earlier: dict[str, list[LoadedObject]] | None = None):
         self.tables = tables
         self.interpreter = interpreter
         self.tree = tree
         self.locate = locate or (lambda obj, chain, name: None)
+        self.earlier = earlier or {}
         self._undefined: dict[str, list[tuple[str, str | None, str | None]]] = {}
 
     def check(self, chains: Iterable[Chain]) -> list[Undefined]:
@@ -167,7 +184,8 @@ class SymbolCheck:
             bound = [o for o in chain.objects if not o.leaf and (python or binds_now(o.elf))]
             if not bound:
                 continue
-            files = [(o.real, o.elf) for o in (self.interpreter if python else []) + chain.objects]
+            glob = (self.interpreter if python else []) + self.earlier.get(root.real, [])
+            files = [(o.real, o.elf) for o in glob + chain.objects]
             unknown = self._fileless(chain, files)
             scope = {real for real, _ in files}
             tables = [t for t in (self.tables.symbols(real, elf) for real, elf in files) if t is not None]

@@ -121,12 +121,14 @@ def tree_copies(tree: str | None, processes) -> dict[str, str]:
 
 def predictions(tree: str, policy) -> dict[tuple[str, str], str | None]:
     """What audit's model says each (requesting object, name) loads: the
-    real path, or None where it finds nothing."""
+    real path, or None where it finds nothing; where a framework's process
+    (loader/process.py) loads the object, what the name gets there."""
     from ..pipeline.audit import audit  # the readers and the model: only with --against
 
     report, loader = audit([tree], policy, root=tree)
     out: dict[tuple[str, str], str | None] = {}
-    for chain in report.chains:
+    # A framework's process first (preloads, names already loaded), then each chain on its own.
+    for chain in [p.link_map for p in report.processes] + report.chains:
         for obj in chain.objects:
             for res in obj.resolutions:
                 path = res.target.real if res.target is not None else res.path
