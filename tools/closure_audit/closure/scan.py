@@ -149,7 +149,9 @@ def scan(data: bytes, store: str):
         orjson.loads(sk.tobytes())  # JSON's syntax, the strings aside
     except ValueError:
         return None
-    return _read(buf, sk, sq, q[0::2] + 1, q[1::2] - q[0::2] - 1, store)
+    s_from, s_len = q[0::2] + 1, q[1::2] - q[0::2] - 1
+    del q  # a fifth of the dump's size in offsets, not needed again
+    return _read(buf, sk, sq, s_from, s_len, store)
 
 
 # Byte classes of the skeleton.
@@ -192,6 +194,7 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
     key = sk[after] == COLON
     value = np.full(len(sq), len(sk) - 1)
     value[key] = skip(after[key] + 1)  # where a key's value starts
+    del after
     depth = around(sq)
 
     if listed:
@@ -211,11 +214,13 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
     fields = np.flatnonzero((depth == 2) & key)
     owner = np.searchsorted(entry_at, sq[fields], side="right") - 1
     named = {}
+    field_from, field_len = s_from[fields], s_len[fields]
     for name in (b"references", b"narSize", b"closureSize", b"storeDir", b"valid", b"path"):
-        hit = buf.is_text(s_from[fields], s_len[fields], name)
+        hit = buf.is_text(field_from, field_len, name)
         if (np.bincount(owner[hit], minlength=n) > 1).any():  # a key twice: JSON readers keep the last
             return None
         named[name] = (owner[hit], value[fields[hit]])
+    del fields, owner, field_from, field_len, value, depth, key  # each as long as the strings: freed for what follows
 
     def string_value(name: bytes):
         who, at = named[name]
