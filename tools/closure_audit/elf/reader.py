@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
+import sys
+from array import array
 from collections import namedtuple
 
 ELF_MAGIC = b"\x7fELF"
@@ -34,6 +37,7 @@ SHT_STRTAB, SHT_DYNAMIC, SHT_NOBITS = 3, 6, 8
 SHF_ALLOC = 0x2
 SHT_NOTE = 7
 SHT_SYMTAB = 2
+SHT_RELA, SHT_REL, SHT_DYNSYM, SHT_RELR = 4, 9, 11, 19
 STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10  # st_other of a cubin's kernels; device functions and their clones lack it
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
@@ -141,9 +145,9 @@ class ElfFile(namedtuple("ElfFile", _ELF_FIELDS, defaults=((), False))):
         return (self.elf_class, self.machine)
 
 
-class Section(namedtuple("Section", "name type flags offset size")):
+class Section(namedtuple("Section", "name type flags offset size addr", defaults=(0,))):
     """One section header: `offset` in the file, `size` the bytes it holds
-    there (0 for SHT_NOBITS)."""
+    there (0 for SHT_NOBITS), `addr` its address in memory."""
 
     __slots__ = ()
 
@@ -184,6 +188,57 @@ def parse_sections(data, size: int) -> list[Section]:
     p = _Parser(data, size)
     p.header()
     return p.sections()
+
+
+def pointed_at(data, sections: list[Section], ranges: list[tuple[int, int]]) -> list[int] | None:
+    """The addresses the file's relocation and symbol tables name that may
+    fall in the [lo, hi) `ranges`, unsorted, with repeats: the addends of its
+    RELA relocations (a pointer in position-independent data is a relative
+    relocation whose addend is the address pointed at) and the values of its
+    symbols. Numbers near the ranges come along, and so do other numbers that
+    fall in them (the addends of symbol relocations): the caller checks what
+    lies there. None when relocations keep their addends in the data they
+    patch (SHT_REL, SHT_RELR): no table names the addresses.
+
+    A table's field is taken from every entry at once as a strided view of
+    its words, and the byte of bits 24-31 picks with one compiled character
+    class the entries in the ranges' 16 MiB windows, so that Python touches
+    only those."""
+    if data[:4] != ELF_MAGIC or data[4] not in (1, 2) or data[5] not in (1, 2):
+        return None
+    word = "I" if data[4] == 1 else "Q"
+    size = 4 if word == "I" else 8
+    # Elf32_Rela: 3 words, the addend third; Elf64_Rela: 3 words. Elf32_Sym:
+    # 4 words, the value second; Elf64_Sym: 3 words (name, info, other and
+    # shndx in the first), the value second.
+    strides = {SHT_RELA: (3, 2), SHT_SYMTAB: (4 if size == 4 else 3, 1)}
+    strides[SHT_DYNSYM] = strides[SHT_SYMTAB]
+    little = data[5] == 1
+    windows = set()
+    for lo, hi in ranges:
+        first, last = lo >> 24, (hi - 1) >> 24
+        windows.update(w & 0xFF for w in range(first, min(last, first + 255) + 1))
+    if not windows:
+        return []
+    window = re.compile(b"[" + b"".join(re.escape(bytes([w])) for w in sorted(windows)) + b"]")
+    top = 3 if sys.byteorder == "little" else size - 4  # where bits 24-31 lie in a word, in memory
+    out: list[int] = []
+    view = memoryview(data)
+    for s in sections:
+        if s.type in (SHT_REL, SHT_RELR):
+            return None
+        if s.type not in strides or not s.size:
+            continue
+        stride, field = strides[s.type]
+        usable = s.size - s.size % (stride * size)
+        if little == (sys.byteorder == "little"):
+            values = view[s.offset:s.offset + usable].cast(word)[field::stride]
+        else:
+            words = array(word, bytes(data[s.offset:s.offset + usable]))
+            words.byteswap()
+            values = memoryview(words)[field::stride]
+        out += [values[m.start()] for m in window.finditer(values.tobytes()[top::size])]
+    return out
 
 
 def cubin_kernels(data, size: int) -> list[str]:
@@ -405,9 +460,9 @@ class _Parser:
             names_at = raw[self.shstrndx][4]
             names_end = names_at + raw[self.shstrndx][5]
         out = []
-        for sh_name, sh_type, sh_flags, _addr, sh_offset, sh_size, *_ in raw[1:]:
+        for sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, *_ in raw[1:]:
             name = self._cstring(names_at + sh_name, names_end, "section name") if self.shstrndx else ""
-            out.append(Section(name, sh_type, sh_flags, sh_offset, 0 if sh_type == SHT_NOBITS else sh_size))
+            out.append(Section(name, sh_type, sh_flags, sh_offset, 0 if sh_type == SHT_NOBITS else sh_size, sh_addr))
         return out
 
     def kernels(self) -> list[str]:
