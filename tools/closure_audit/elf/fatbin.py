@@ -178,12 +178,10 @@ def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[li
         compression = "zstd" if flags & FLAG_ZSTD else "lz" if flags & FLAG_LZ else "none"
         if compression != "none" and not (0 < csize <= psize and usize):
             raise FatbinError(f"entry at offset {pos:#x} is compressed but gives no sizes")
-        entries.append(Entry(
-            section=section, offset=pos, kind=name, arch=arch,
-            variant="a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
-            stored=hsize + psize, uncompressed=hsize + (usize if compression != "none" else psize),
-            compression=compression, debug=bool(flags & FLAG_DEBUG),
-            header=hsize, packed=csize if compression != "none" else psize))
+        entries.append(Entry(  # by position, in _ENTRY_FIELDS' order: cuBLASLt has 6,000 entries
+            section, pos, name, arch, "a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
+            hsize + psize, hsize + (usize if compression != "none" else psize),
+            compression, bool(flags & FLAG_DEBUG), hsize, csize if compression != "none" else psize))
         pos = nxt
     return entries, end
 
@@ -417,10 +415,7 @@ def data_sections(path: str, index_from: int = INDEX_FROM) -> DataSections:
                 named = pointed_at(image, sections, [(s.addr, s.addr + s.size) for s in data])
                 if named is None:
                     return DataSections([(s.offset, s.offset + s.size) for s in data], [])
-                # A container's header holds 8-byte fields: nvcc and NVIDIA's
-                # libraries align it to 8, which most pointers into data (to
-                # strings) are not.
-                named = sorted({a for a in named if not a % 8})
+                named = sorted(set(named))
                 walk = []
                 for s in data:
                     inside = named[bisect_left(named, s.addr):bisect_left(named, s.addr + s.size)]
