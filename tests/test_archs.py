@@ -341,15 +341,27 @@ def c_array(name: str, data: bytes, section: str | None = None) -> str:
     return f"{where}__attribute__((aligned(8), used)) const unsigned char {name}[{len(data)}] = {{{body}}};\n"
 
 
+DECOY = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)  # the magic, then garbage
+
+
+def first_container(fatbins) -> bytes:
+    """The first container of multi.so: one device-link cubin for sm_86 and one for sm_90."""
+    data = fatbins["multi.so"].read_bytes()
+    start = read_file(str(fatbins["multi.so"])).entries[0].offset - 16
+    return data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
+
+
+def sm75_object(work: Path) -> Path:
+    """An object with device code of its own (.nv_fatbin, sm_75), to link beside data."""
+    (work / "k.cu").write_text(KERNEL)
+    return Nvcc(NVCC, work).build("k75.o", gencode("75:sm_75") + ["-c", "-Xcompiler", "-fPIC"], shared=False)
+
+
 @pytest.fixture(scope="module")
 def hidden(fatbins, tmp_path_factory) -> Path:
     """A library holding real containers in .rodata and a custom section, and
     decoys: the magic followed by garbage, and a truncated container."""
-    data = fatbins["multi.so"].read_bytes()
-    code = read_file(str(fatbins["multi.so"]))
-    start = code.entries[0].offset - 16
-    container = data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
-    decoy = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)
+    container, decoy = first_container(fatbins), DECOY
     truncated = container[:len(container) // 2]
     src = (c_array("real", container) + c_array("custom", container, ".cask_resource")
            + c_array("decoy", decoy) + c_array("cut", truncated))
@@ -526,12 +538,8 @@ def in_ldata(fatbins, tmp_path_factory) -> Path:
     (sm_75) and more in .ldata (the first container of multi.so: sm_86 and
     sm_90 cubins), among decoys."""
     work = tmp_path_factory.mktemp("ldata")
-    (work / "k.cu").write_text(KERNEL)
-    obj = Nvcc(NVCC, work).build("k75.o", gencode("75:sm_75") + ["-c", "-Xcompiler", "-fPIC"], shared=False)
-    data = fatbins["multi.so"].read_bytes()
-    start = read_file(str(fatbins["multi.so"])).entries[0].offset - 16
-    container = data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
-    decoy = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)
+    obj = sm75_object(work)
+    container, decoy = first_container(fatbins), DECOY
     (work / "d.c").write_text(c_array("pad", b"\x01" * 4096, ".ldata") + c_array("decoy", decoy, ".ldata")
                               + c_array("real", container, ".ldata") + c_array("cut", container[:200], ".ldata"))
     out = work / "libldata.so"
@@ -568,12 +576,8 @@ def pointed(fatbins, tmp_path_factory) -> Path:
     .cask_resource and cuFFT's .ldata are named), among decoys; in .lrodata,
     one that only code names (RIP-relative: no relocation, no symbol)."""
     work = tmp_path_factory.mktemp("pointed")
-    (work / "k.cu").write_text(KERNEL)
-    obj = Nvcc(NVCC, work).build("k75.o", gencode("75:sm_75") + ["-c", "-Xcompiler", "-fPIC"], shared=False)
-    data = fatbins["multi.so"].read_bytes()
-    start = read_file(str(fatbins["multi.so"])).entries[0].offset - 16
-    container = data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
-    decoy = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)
+    obj = sm75_object(work)
+    container, decoy = first_container(fatbins), DECOY
     pair = container + bytes(-len(container) % 8) + container
     src = (c_array("decoy", decoy, ".ldata").replace("const", "static const", 1)
            + c_array("pair", pair, ".ldata").replace("const", "static const", 1)
