@@ -20,7 +20,6 @@ import os
 import re
 import struct
 import sys
-from array import array
 from collections import namedtuple
 
 ELF_MAGIC = b"\x7fELF"
@@ -199,22 +198,18 @@ def pointed_at(data, sections: list[Section], ranges: list[tuple[int, int]]) -> 
     symbols. Numbers near the ranges come along, and so do other numbers that
     fall in them (the addends of symbol relocations): the caller checks what
     lies there. None when relocations keep their addends in the data they
-    patch (SHT_REL, SHT_RELR): no table names the addresses.
+    patch (SHT_REL, SHT_RELR), where no table names the addresses, and for
+    files other than little-endian ELF64 (NVIDIA's libraries, for x86-64 and
+    aarch64) read on a little-endian machine: the caller searches instead.
 
     A table's field is taken from every entry at once as a strided view of
-    its words, and the byte of bits 24-31 picks with one compiled character
-    class the entries in the ranges' 16 MiB windows, so that Python touches
-    only those."""
-    if data[:4] != ELF_MAGIC or data[4] not in (1, 2) or data[5] not in (1, 2):
+    its 8-byte words (Elf64_Rela: offset, info, addend; Elf64_Sym: name, info,
+    other and shndx in the first word, then value, size), and the byte of
+    bits 24-31 picks with one compiled character class the entries in the
+    ranges' 16 MiB windows, so that Python touches only those."""
+    if data[:4] != ELF_MAGIC or data[4] != 2 or data[5] != 1 or sys.byteorder != "little":
         return None
-    word = "I" if data[4] == 1 else "Q"
-    size = 4 if word == "I" else 8
-    # Elf32_Rela: 3 words, the addend third; Elf64_Rela: 3 words. Elf32_Sym:
-    # 4 words, the value second; Elf64_Sym: 3 words (name, info, other and
-    # shndx in the first), the value second.
-    strides = {SHT_RELA: (3, 2), SHT_SYMTAB: (4 if size == 4 else 3, 1)}
-    strides[SHT_DYNSYM] = strides[SHT_SYMTAB]
-    little = data[5] == 1
+    field = {SHT_RELA: 2, SHT_SYMTAB: 1, SHT_DYNSYM: 1}  # which of an entry's 3 words
     windows = set()
     for lo, hi in ranges:
         first, last = lo >> 24, (hi - 1) >> 24
@@ -222,23 +217,14 @@ def pointed_at(data, sections: list[Section], ranges: list[tuple[int, int]]) -> 
     if not windows:
         return []
     window = re.compile(b"[" + b"".join(re.escape(bytes([w])) for w in sorted(windows)) + b"]")
-    top = 3 if sys.byteorder == "little" else size - 4  # where bits 24-31 lie in a word, in memory
     out: list[int] = []
     view = memoryview(data)
     for s in sections:
         if s.type in (SHT_REL, SHT_RELR):
             return None
-        if s.type not in strides or not s.size:
-            continue
-        stride, field = strides[s.type]
-        usable = s.size - s.size % (stride * size)
-        if little == (sys.byteorder == "little"):
-            values = view[s.offset:s.offset + usable].cast(word)[field::stride]
-        else:
-            words = array(word, bytes(data[s.offset:s.offset + usable]))
-            words.byteswap()
-            values = memoryview(words)[field::stride]
-        out += [values[m.start()] for m in window.finditer(values.tobytes()[top::size])]
+        if s.type in field and s.size >= 24:
+            values = view[s.offset:s.offset + s.size - s.size % 24].cast("Q")[field[s.type]::3]
+            out += [values[m.start()] for m in window.finditer(values.tobytes()[3::8])]
     return out
 
 
