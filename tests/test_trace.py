@@ -52,6 +52,8 @@ def test_trace_lists_what_proc_maps_shows(tmp_path):
         f"ctypes.CDLL({str(top)!r})", f"ctypes.CDLL({str(plug)!r})",
         f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read())", status=3))
     assert p.returncode == 3, p.stderr  # the command's own status, passed through
+    assert report["target"] == python(f"ctypes.CDLL({str(top)!r})", f"ctypes.CDLL({str(plug)!r})",
+                                      f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read())", status=3)
     assert report["exit_status"] == 3 and report["tree_root"] == str(tree)
     image = main_image(report)
     mapped = set()
@@ -126,6 +128,7 @@ def test_terminal_table(tmp_path):
     tree, top, dep, _plug = venv(tmp_path)
     p = run_cli("trace", "--against", str(tree), "--", *python(f"ctypes.CDLL({str(top)!r})"))
     assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0].startswith(f"closure-audit trace · tree mode · {sys.executable}")
     assert f"needed by {top.name}" in p.stdout and str(dep) in p.stdout
     assert "OK: no finding of severity error" in p.stdout
 

@@ -23,6 +23,8 @@ def result_type(command: str, fields: str, doc: str, failed=_has_error, defaults
     collections: `archs` starts without dataclasses, docs/scale.md) with
     `command` and `failed`, a property computed by `failed(result)`: by
     default, a finding of severity error."""
+    # A field named `command` would be hidden by the class attribute below.
+    assert "command" not in fields.split(), "a Result field may not be named command"
     base = namedtuple("Result", fields, defaults=defaults)
     return type("Result", (base,), {"__slots__": (), "__doc__": doc, "command": command,
                                     "failed": property(failed)})
