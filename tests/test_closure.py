@@ -272,6 +272,10 @@ def test_path_info_dumps_in_every_shape(store, tmp_path):
         assert report["findings"] == direct["findings"], name
         _, sizes = cli_json("size", str(file))  # a dump given as the target
         assert sizes["summary"]["closure_size"] == direct["summary"]["closure_size"], name
+        budgets = tmp_path / "budgets.toml"  # and to gate as a target, as to every closure command
+        budgets.write_text(f'[targets.t]\nmax-closure-size = "{1 << 40}"\n')
+        _, gated = cli_json("gate", "--budgets", str(budgets), "--target", f"t={file}")
+        assert gated["targets"][0]["closure_size"] == direct["summary"]["closure_size"], name
 
 
 def test_dump_of_a_closure_that_is_not_here(store, tmp_path):

@@ -86,6 +86,8 @@ def _read_closure(budget: Budget, read: Reader) -> Closure:
     if budget.target is None:
         raise BudgetError(f"target {budget.name}: no installable, path or path-info to gate "
                           f"(set one in the budgets file or pass --target {budget.name}=...)")
+    if os.path.isfile(budget.target) and not os.path.realpath(budget.target).startswith(store_dir() + "/"):
+        return load_dump(budget.target, [])  # a saved dump, as every closure command takes one as its target
     return read(budget.target)
 
 
