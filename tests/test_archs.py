@@ -467,6 +467,15 @@ def test_bad_requests_are_one_line_errors(fatbins, args, message):
     assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+def test_a_target_without_elf_files_cannot_pass(tmp_path):
+    """Nothing read is nothing judged: archs fails as audit does, even when capabilities are asked for."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("no ELF here\n")
+    for target in ("empty", "notes.txt"):
+        p = run_cli("archs", str(tmp_path / target), "--capabilities", "9.0")
+        assert p.returncode == 2 and p.stderr.strip() == f"closure-audit: error: no ELF files in {tmp_path / target}"
+
+
 def test_policy_gpu_table(fatbins, tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text('[gpu]\ncapabilities = ["8.6", "9.0"]\nforward-compat = true\n')

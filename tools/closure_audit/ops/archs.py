@@ -33,7 +33,10 @@ def run(options: Options, progress=nullcontext) -> Result:
 
 def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):
     """Read every ELF file's GPU code, group it, judge it."""
+    from ..pipeline.audit import check_found  # only once the targets are read: archs starts lean
+
     walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
+    check_found(walked)  # a target without ELF files has no GPU code to judge: an error, not a pass
     paths = sorted(walked.scan.elf)
     report = ArchReport(targets=walked.targets, mode=walked.mode, deep=deep, request=request, elf_files=len(paths))
     findings = Findings(policy, walked.mode, walked.scope)
