@@ -23,8 +23,9 @@ def add_build(p: argparse.ArgumentParser, help: str = "build installables that a
 
 
 def add_markdown(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
-                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-': to standard output, "
+                   "instead of the terminal report); $GITHUB_STEP_SUMMARY, when set, gets it with or "
+                   "without this option")
 
 
 def add_path_info(p: argparse.ArgumentParser) -> None:
