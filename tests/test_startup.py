@@ -43,6 +43,8 @@ def test_help_and_archs_import_nothing_heavy(build, tmp_path):
     assert loaded("--help") == []
     assert loaded("size", "--help") == []
     assert loaded("archs", str(lib), "--json") == []
+    # The terminal view needs rich, which brings dataclasses and typing (docs/archs.md).
+    assert loaded("archs", str(lib)) == ["dataclasses", "rich", "typing"]
 
 
 def test_help_imports_no_command_module():
