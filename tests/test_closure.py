@@ -418,6 +418,8 @@ def test_gate_fails_closed(store, tmp_path):
         "bad size": ('[targets.t]\nmax-closure-size = "lots"\n', "not a size"),
         "no targets": ('schema = "closure-audit-budgets/1"\n', "needs a [targets.<name>] table"),
         "no closure": ('[targets.t]\nmax-closure-size = "5 GiB"\n', "no installable, path or path-info"),
+        "closure in defaults": ('[defaults]\npath = "/nix/store/x"\n[targets.t]\n',
+                                "defaults.path: a closure to gate goes in its [targets.<name>] table"),
     }
     for name, (text, message) in cases.items():
         budgets.write_text(text)

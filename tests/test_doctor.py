@@ -249,8 +249,9 @@ def test_root_is_the_old_spelling_of_host_root(tmp_path):
     """`--root` names the tree in `audit`; doctor's host root is --host-root,
     and the old spelling works for one release, said deprecated in --help."""
     h = fakehost.nixos(tmp_path / "host")
-    assert doctor(h.root)[1] == json.loads(run_cli("doctor", "--root", str(h.root), "--json",
-                                                   env={"PATH": PATH}).stdout)
+    p = run_cli("doctor", "--root", str(h.root), "--json", env={"PATH": PATH})
+    assert doctor(h.root)[1] == json.loads(p.stdout)
+    assert p.stderr == "closure-audit: warning: doctor --root is deprecated: use --host-root\n"
     p = run_cli("doctor", "--root", str(tmp_path / "nope"))
     assert p.returncode == 2 and "--root is not a directory" in p.stderr and "Traceback" not in p.stderr
     p = run_cli("doctor", "--root", str(h.root), "--host-root", str(h.root))

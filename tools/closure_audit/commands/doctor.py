@@ -9,6 +9,7 @@ and judges (findings/doctor.py)."""
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import output
 from ..errors import UsageError
@@ -41,6 +42,8 @@ def run(args) -> int:
     from ..ops import doctor
 
     flag, root = ("--root", args.old_root) if args.old_root is not None else ("--host-root", args.host_root)
+    if flag == "--root":
+        print("closure-audit: warning: doctor --root is deprecated: use --host-root", file=sys.stderr)
     if not os.path.isdir(root):
         raise UsageError(f"{flag} is not a directory: {root}")
     policy = options.load_policy(args)

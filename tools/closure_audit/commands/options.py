@@ -52,15 +52,17 @@ def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None
                             "(without it, no NAR is downloaded)")
 
 
-def add_cache_options(p: argparse.ArgumentParser) -> None:
-    """How binary caches are read: signatures, the local narinfo cache, connections."""
+def add_cache_options(p: argparse.ArgumentParser, scope: str = "with --store") -> None:
+    """How binary caches are read: signatures, the local narinfo cache,
+    connections; `scope` says which caches (why-build also reads Nix's
+    substituters without --store)."""
     p.add_argument("--trusted-public-keys", metavar="KEYS",
-                   help="with --store: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
+                   help=f"{scope}: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
                         "valid signature by one of them")
     p.add_argument("--refresh", action="store_true",
-                   help="with --store: fetch every narinfo again, ignoring the local narinfo cache")
+                   help=f"{scope}: fetch every narinfo again, ignoring the local narinfo cache")
     p.add_argument("--http-connections", type=int, metavar="N",
-                   help=f"with --store: requests in flight at once, over as many connections (default "
+                   help=f"{scope}: requests in flight at once, over as many connections (default "
                         f"{HTTP_CONNECTIONS})")
 
 

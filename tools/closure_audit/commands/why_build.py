@@ -21,7 +21,7 @@ def add_arguments(p) -> None:
     p.add_argument("--store", metavar="URL", action="append",
                    help="a binary cache to consult (file://, http://, https://), repeatable; default: Nix's "
                         "configured substituters")
-    options.add_cache_options(p)
+    options.add_cache_options(p, "for every cache read (--store, else Nix's substituters)")
     options.add_json(p)
     options.add_markdown(p)
 
