@@ -122,3 +122,171 @@ def test_the_lists_of_commands_taking_an_option_are_complete():
     taking = {name for name, p in parsers.items() if "--policy" in p._option_string_actions}
     first = (ROOT / "docs/policy.md").read_text().split("\n\n", 2)[1]
     assert set(re.findall(r"`(?:closure-audit )?([a-z]+)", first.split("reads a TOML file")[0])) == taking
+
+
+# -- a figure stated twice on a page --------------------------------------------
+
+_NUMBER = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
+# unit -> (kind, factor to the kind's base)
+_UNITS = {"µs": ("time", 1e-6), "ms": ("time", 1e-3), "s": ("time", 1), "second": ("time", 1),
+          "seconds": ("time", 1), "B": ("bytes", 1), "KB": ("bytes", 1e3), "kB": ("bytes", 1e3),
+          "MB": ("bytes", 1e6), "GB": ("bytes", 1e9), "KiB": ("bytes", 2**10), "MiB": ("bytes", 2**20),
+          "GiB": ("bytes", 2**30), "x": ("ratio", 1), "times": ("ratio", 1)}
+_FIGURE = re.compile(_NUMBER + r"\s?(" + "|".join(sorted(_UNITS, key=len, reverse=True)) + r")(?![\w/])"
+                     r"(\s(?:of\s)?CPU)?|×" + _NUMBER + r"|\bexponent " + _NUMBER + r"|" + _NUMBER + r" CPU\b")
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+_CORES = re.compile(r"\b(\d+)[ -]cores?\b")
+# A sentence about an older state than the table's; a clause about a figure something is held to.
+_OLDER = re.compile(r"\b(?:before|earlier|previous|used to)\b", re.I)
+_GOAL = re.compile(r"[^,;:()]*\b(?:targets?|limits?|budgets?)\b[^,;:()]*")
+
+
+class Figure(tuple):
+    """(kind, value in the kind's base unit, half a unit of the last digit
+    written); the kind is a unit's (time, bytes, ratio), an exponent, or CPU
+    time ("7.02 CPU", "6.94 s of CPU") apart from wall time."""
+
+
+def figures(text: str) -> list[Figure]:
+    out = []
+    for m in _FIGURE.finditer(text):
+        if m.group(1):
+            number, (kind, factor) = m.group(1), _UNITS[m.group(2)]
+            kind = "cpu" if m.group(3) else kind
+        elif m.group(4):
+            number, kind, factor = m.group(4), "ratio", 1
+        elif m.group(5):
+            number, kind, factor = m.group(5), "exponent", 1
+        else:
+            number, kind, factor = m.group(6), "cpu", 1
+        decimals = len(number.split(".")[1]) if "." in number else 0
+        out.append(Figure((kind, float(number.replace(",", "")) * factor, 0.5 * 10 ** -decimals * factor)))
+    return out
+
+
+def agrees(stated: Figure, table: list[Figure]) -> bool:
+    kind, value, half = stated
+    return any(k == kind and abs(v - value) <= half + 1e-9 * max(1, abs(v)) for k, v, _h in table)
+
+
+def page_blocks(path):
+    """(line, paragraph text) of a page's prose and (line, caption, rows) of its
+    tables; code blocks are left out. A table's caption is the prose above it."""
+    prose, tables, block, rows, para, start = [], [], False, [], [], 0
+    for number, line in enumerate([*path.read_text().splitlines(), ""], 1):
+        if line.lstrip().startswith("```"):
+            block = not block
+            continue
+        if block:
+            continue
+        if line.startswith("|"):
+            if para:
+                prose.append((start, " ".join(para)))
+                para = []
+            rows.append((number, [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]))
+            continue
+        if rows:
+            header, body = rows[0][1], [(n, r) for n, r in rows[2:]]
+            tables.append((rows[0][0], prose[-1][1] if prose else "", header, body))
+            rows = []
+        if para and re.match(r"\s*(?:[-*]|\d+\.) ", line):  # a list item is a paragraph of its own
+            prose.append((start, " ".join(para)))
+            para = []
+        if line.strip():
+            start = start if para else number
+            para.append(line.strip())
+        elif para:
+            prose.append((start, " ".join(para)))
+            para = []
+    return prose, tables
+
+
+def _context(text: str) -> tuple[set, set]:
+    return set(_DATE.findall(text)), set(_CORES.findall(text))
+
+
+def _shown(path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def twice_stated(path) -> list[str]:
+    """Where the prose of a page states a figure of a table row (the row named
+    by its first cell's code, the figure by its unit) that the row does not
+    hold. Prose about another measurement is left alone: an older state
+    (before, earlier), a target, or another machine (another core count, or
+    an earlier date than the table's). Prose dated later than the table is
+    the same measurement made again: the table must hold its figures."""
+    prose, tables = page_blocks(path)
+    keyed = {}
+    for _line, caption, header, body in tables:
+        for _n, cells in body:
+            key = re.match(r"`([^`]+)`", cells[0]) if cells else None
+            found = [f for c, h in zip(cells, header) for f in figures(c if h != "exponent" else
+                                                                       re.sub(r"(\d+\.\d+)", r"exponent \1", c))]
+            if key and found:
+                keyed.setdefault(key.group(1), []).append((caption, found))
+    def row_of(span: str) -> str | None:
+        keys = [k for k in keyed if k == span] or [k for k in keyed if len(span) >= 8 and span in k]
+        return keys[0] if len(keys) == 1 else None
+
+    problems = []
+    for line, text in prose:
+        subject = []  # a sentence naming no row is about the row named last in its paragraph
+        said = ""  # the paragraph so far: where and when its figures were measured
+        for sentence in re.split(r"(?<=[.;])\s+(?=[A-Z`(])", text):
+            said += " " + sentence
+            spans = list(dict.fromkeys(re.findall(r"`([^`]+)`", sentence)))
+            named = [(s, row_of(s)) for s in spans if row_of(s)]
+            subject = named if spans else subject
+            if _OLDER.search(sentence):
+                continue
+            sentence = _GOAL.sub("", sentence)
+            stated = figures(sentence)
+            dates, cores = _context(said)
+            for span, key in subject:
+                rows = []  # the figures of the rows of this name measured where and when the sentence's were
+                for caption, found in keyed[key]:
+                    cap_dates, cap_cores = _context(caption)
+                    if cores and cap_cores and not cores & cap_cores:
+                        continue  # another machine
+                    if dates and cap_dates and max(dates) < max(cap_dates):
+                        continue  # an older run
+                    rows += found
+                # A kind the sentence and the rows share must agree once: of a row's
+                # "503 MB", the "332 MB of it" that is GPU code is another quantity.
+                for kind in sorted({f[0] for f in rows} & {f[0] for f in stated}):
+                    if not any(agrees(f, rows) for f in stated if f[0] == kind):
+                        problems.append(f"{_shown(path)}:{line}: `{span}`: {sentence!r} "
+                                        f"states {kind} its table row does not hold")
+    return problems
+
+
+def test_a_figure_stated_in_a_table_and_in_the_text_agrees():
+    problems = [p for page in DOCS for p in twice_stated(page)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_figure_check_tells_a_stale_table_from_another_measurement(tmp_path):
+    page = tmp_path / "page.md"
+    table = ("Measured on 2026-11-24, 2 cores:\n\n| command | 100,000 paths | exponent |\n| --- | ---: | ---: |\n"
+             "| `size --all --json` | 6.94 s (7.02 CPU), 445 MB | 1.39 |\n\n")
+    stale = [  # what scale.md said once: the table and its own text disagreeing
+        "`size --all --json` at 100,000 paths takes 4.91 s of wall time and 471 MB.",
+        "On 2026-11-26: `size --all --json` takes 6.94 s of CPU.",
+        "It grows as `size --all --json` does. It grows with exponent 1.22.",
+        "With `--all --json`, it takes 15 seconds.",
+    ]
+    for text in stale:
+        page.write_text(table + text + "\n")
+        assert twice_stated(page), text
+    fine = [
+        "`size --all --json` takes 6.9 s (7.0 s of CPU) and 445 MB, of which 300 MB are the graph.",
+        "Before the parallel passes, `size --all --json` took 9.8 s.",   # an older state
+        "On 16 cores, `size --all --json` takes 1.2 s.",                # another machine
+        "On 2026-11-20, `size --all --json` took 8.1 s.",               # an older run
+        "`size --all --json` is under its 5 s and 2 GB targets.",       # a goal, not a measurement
+        "`size` takes 2 s.",                                            # another row
+    ]
+    for text in fine:
+        page.write_text(table + text + "\n")
+        assert twice_stated(page) == [], text
