@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from conftest import ROOT
+from conftest import ROOT, run_cli
+from nixstore import needs_nix
 from closure_audit.cli import COMMANDS, build_parser
 from closure_audit.findings.rules import RULES
 
@@ -290,3 +291,120 @@ def test_the_figure_check_tells_a_stale_table_from_another_measurement(tmp_path)
     for text in fine:
         page.write_text(table + text + "\n")
         assert twice_stated(page) == [], text
+
+
+# -- exit statuses ----------------------------------------------------------------
+
+# How a command is named in an exit-status statement.
+_NAMED = {"why PATTERN": r"`why [^`]*PATTERN[^`]*`", "why-build": r"`why-build`", "size": r"`size`"}
+
+
+def exit_statements(path) -> str:
+    """The prose of a page that speaks of exit statuses."""
+    prose, _tables = page_blocks(path)
+    return " ".join(text for _line, text in prose if re.search(r"\bexit status", text, re.I))
+
+
+def run_json(*args, env=None) -> tuple[int, int]:
+    """(exit status, findings of severity error) of `closure-audit ARGS --json`."""
+    import json
+
+    p = run_cli(*args, "--json", env=env)
+    assert p.returncode in (0, 1), (args, p.stderr)
+    return p.returncode, json.loads(p.stdout)["summary"]["findings"]["error"]
+
+
+def _why_build_case(tmp_path) -> tuple[int, int]:
+    """why-build of a derivation no cache has: something to build, no finding."""
+    import subprocess
+
+    expr = tmp_path / "probe.nix"
+    expr.write_text('builtins.derivation { name = "docs-probe-%s"; system = builtins.currentSystem; '
+                    'builder = "/bin/sh"; args = [ "-c" "echo > $out" ]; }' % tmp_path.name)
+    drv = subprocess.run(["nix-instantiate", str(expr)], capture_output=True, text=True, check=True).stdout.strip()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "nix-cache-info").write_text("StoreDir: /nix/store\n")
+    return run_json("why-build", drv, "--store", f"file://{cache}")
+
+
+@needs_nix
+def test_the_exit_statuses_the_docs_state_are_the_commands(build, tmp_path):
+    """The README and docs/json.md say: 0 when no finding is an error, 1 when
+    one is, and name every command that answers otherwise. Each command runs
+    here on inputs where the rule could be broken: the commands whose status
+    does not follow their error findings, and the closure commands that pass
+    a closure `why` fails for its forbidden path, must be named there, and
+    every status errors.Exit knows must be stated."""
+    from synthetic import write
+
+    from closure_audit.errors import Exit
+
+    lib = str(build.lib("lib/libsmall.so"))
+    dump = tmp_path / "dump.json"
+    write(str(dump), 200)  # holds cudatoolkit, which the default policy forbids
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text(f'[targets.t]\npath-info = "{dump}"\n')
+    seen = {
+        "audit": run_json("audit", str(build.root)),
+        "archs": run_json("archs", lib, "--capabilities", "8.6"),
+        "doctor": run_json("doctor", "--host-root", str(tmp_path)),
+        "why": run_json("why", "--path-info", str(dump)),
+        "why PATTERN": run_json("why", "--path-info", str(dump), "no-such-package"),
+        "size": run_json("size", "--path-info", str(dump)),
+        "diff": run_json("diff", str(dump), str(dump)),
+        "gate": run_json("gate", "--budgets", str(budgets)),
+        "why-build": _why_build_case(tmp_path),
+    }
+    assert seen["why"][0] == Exit.FAILED  # the closure fails: its forbidden path is an error
+    otherwise = {name for name, (status, errors) in seen.items() if status != (Exit.FAILED if errors else Exit.OK)}
+    passing = {name for name, args in {"size": (), "why PATTERN": ("cudatoolkit",)}.items()
+               if run_json(name.split()[0], "--path-info", str(dump), *args)[0] == Exit.OK}
+    assert otherwise == {"why PATTERN", "why-build"} and passing == {"size", "why PATTERN"}  # the probes work
+    for page in (ROOT / "README.md", ROOT / "docs/json.md"):
+        said = exit_statements(page)
+        for name in otherwise | passing:
+            assert re.search(_NAMED[name], said), f"{page.name} does not say how `{name}` exits"
+    said = exit_statements(ROOT / "README.md")
+    for status in Exit:
+        assert re.search(rf"\b{int(status)}\b", said), f"README.md does not state exit status {int(status)}"
+
+
+def test_every_exit_status_the_docs_name_is_one_the_commands_give():
+    """`exit status N`, `exit N`, `exits N`: N is one of errors.Exit, or
+    SIGPIPE's 141 as a shell shows it."""
+    from closure_audit.errors import Exit
+
+    known = {int(s) for s in Exit} | {141}
+    for page in DOCS:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for n in re.findall(r"\bexit(?:s| status| code)?(?: with)? (\d+)\b", line, re.I):
+                assert int(n) in known, f"{page.relative_to(ROOT)}:{number}: exit status {n}"
+
+
+def test_the_gpu_check_exits_as_doctor_md_says_without_a_gpu(tmp_path):
+    """docs/doctor.md's line for ci/gpu/doctor-vs-driver.py states its exit
+    status without a GPU, nvidia-smi or nvcc: one line on stderr and that status,
+    never a traceback nor the status of a disagreement."""
+    import subprocess
+    import sys
+
+    line = next(ln for ln in (ROOT / "docs/doctor.md").read_text().splitlines()
+                if ln.startswith("ci/gpu/doctor-vs-driver.py"))
+    documented = int(re.search(r"\b(\d) without a GPU, nvidia-smi or nvcc", line).group(1))
+    script = ROOT / "ci/gpu/doctor-vs-driver.py"
+    for extra, path in ((["--nvcc", str(tmp_path / "nvcc")], "/usr/bin:/bin"),  # no nvcc
+                        (["--nvcc", sys.executable], str(tmp_path))):  # an nvcc, and no nvidia-smi on PATH
+        p = subprocess.run([sys.executable, str(script), *extra, str(tmp_path / "work")], capture_output=True,
+                           text=True, env={"PATH": path})
+        assert p.returncode == documented and len(p.stderr.strip().splitlines()) == 1, (extra, p.stderr)
+        assert "Traceback" not in p.stderr
+
+
+def test_the_schema_title_names_its_version():
+    import json
+
+    for schema in (ROOT / "docs/schema").glob("*.schema.json"):
+        data = json.loads(schema.read_text())
+        version = data["$id"].rsplit("/", 1)[1]
+        assert data["title"].endswith(f"schema version {version}"), schema.name
