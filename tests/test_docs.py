@@ -408,3 +408,33 @@ def test_the_schema_title_names_its_version():
         data = json.loads(schema.read_text())
         version = data["$id"].rsplit("/", 1)[1]
         assert data["title"].endswith(f"schema version {version}"), schema.name
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def test_every_link_between_pages_leads_somewhere():
+    """Each relative link of the project's Markdown names a file that exists
+    and, for `#anchor` into a page, one of its headings."""
+    import subprocess
+
+    pages = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split() or [str(p.relative_to(ROOT)) for p in DOCS]
+    broken = []
+    for name in pages:
+        page = ROOT / name
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target, anchor in re.findall(r"\]\(([^)\s#]*)(?:#([^)\s]*))?\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            where = (page.parent / target).resolve() if target else page
+            if not where.exists():
+                broken.append(f"{name}: ({target}) does not exist")
+            elif anchor and where.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", where.read_text(), flags=re.S), re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{name}: ({target}#{anchor}) names no heading of {where.name}")
+    assert broken == [], "\n".join(broken)
