@@ -31,7 +31,7 @@ from cacheserver import CacheServer  # noqa: E402
 
 
 def with_stdlib(url, names, n):
-    from closure_audit.closure.transport import Transport
+    from closure_audit.cache.transport import Transport
 
     t = Transport(url, connections=n)
     with ThreadPoolExecutor(n) as pool:

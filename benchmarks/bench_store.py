@@ -42,8 +42,8 @@ from common import Timing, closure_audit_command, measure, verdict
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from cacheserver import CacheServer  # noqa: E402
-from closure_audit.closure.narinfo import to_base32  # noqa: E402
-from closure_audit.storepath import HASH_CHARS  # noqa: E402
+from closure_audit.cache.narinfo import to_base32  # noqa: E402
+from closure_audit.nix.storepath import HASH_CHARS  # noqa: E402
 
 NIX = ["nix", "--extra-experimental-features", "nix-command"]
 WORDS = ["python3.12", "cuda", "libcublas", "torch", "numpy", "glibc", "gcc", "openssl", "zlib", "boost",

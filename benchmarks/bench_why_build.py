@@ -133,7 +133,7 @@ def main() -> int:
                 "nix-build", large_target, "--dry-run", "--option", "substituters", url,
                 "--option", "trusted-public-keys", key], 1, tmp / "xdg")
 
-        from closure_audit.closure.derivation import read_graph
+        from closure_audit.drv.derivation import read_graph
 
         start = time.perf_counter()
         parsed = read_graph([large_target])

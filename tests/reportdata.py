@@ -7,7 +7,7 @@ import synthetic
 from closure_audit.closure.evidence import Scanner
 from closure_audit.closure.graph import Closure, build_graph, parse_path_info
 from closure_audit.closure.sizes import added_sizes, dominator_tree, roots_closure_size
-from closure_audit.closure.why import forbidden_paths
+from closure_audit.findings.forbidden import forbidden_paths
 from closure_audit.findings.collector import Findings
 from closure_audit.findings.policy import load_policy
 from closure_audit.output import html

@@ -90,7 +90,7 @@ def test_no_missing_arch_that_cuobjdump_shows(report):
 
 def known(capability: str) -> bool:
     from closure_audit.errors import UsageError
-    from closure_audit.gpu.request import make_request
+    from closure_audit.cuda.request import make_request
 
     try:
         make_request([capability], False, "test")

@@ -25,7 +25,7 @@ from closure_audit.closure.sizes import TOP, closure_sizes, dominator_tree, root
 from closure_audit.closure.why import shortest_chains
 from closure_audit.errors import ClosureError
 from closure_audit.output.json_report import write
-from closure_audit.storepath import name_part
+from closure_audit.nix.storepath import name_part
 
 S = "/nix/store"
 B32 = "0123456789abcdfghijklmnpqrsvwxyz"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from closure_audit.closure.diff import diff
 from closure_audit.closure.graph import Closure, build_graph, load_dump
-from closure_audit.storepath import name_part, package_key, parse_name, split_release
+from closure_audit.nix.storepath import name_part, package_key, parse_name, split_release
 
 STORE = "/nix/store"
 

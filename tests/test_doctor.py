@@ -12,7 +12,7 @@ import pytest
 import fakehost
 from conftest import run_cli, validate
 from cudagen import Nvcc, find_nvcc, gencode
-from closure_audit.gpu.models import capability_of
+from closure_audit.cuda.models import capability_of
 from closure_audit.host.probe import probe
 from closure_audit.host.root import Root
 from parts import needs
@@ -342,7 +342,7 @@ def test_the_highest_release_named_is_judged(tmp_path, build):
 
 
 def test_wheel_metadata_tells_the_release(tmp_path):
-    from closure_audit.gpu.release import from_packages, highest
+    from closure_audit.cuda.release import from_packages, highest
 
     for name in ("nvidia_cublas_cu12-12.4.5.8.dist-info", "nvidia_cufft-12.0.0.61.dist-info", "numpy-2.1.0.dist-info"):
         (tmp_path / name).mkdir()

@@ -1,6 +1,6 @@
 """The gate's checks on closures held as data: no Nix, no store.
 
-The gate reads every closure and baseline first (closure/gate.py
+The gate reads every closure and baseline first (gate/checks.py
 read_subjects), then checks what it read; these tests give it the data
 directly, so every budget rule is exercised without building anything."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from closure_audit.closure.budgets import parse_budgets
-from closure_audit.closure.gate import Subject, check, read_subjects
+from closure_audit.gate.budgets import parse_budgets
+from closure_audit.gate.checks import Subject, check, read_subjects
 from closure_audit.closure.graph import Closure, build_graph, parse_path_info
 from closure_audit.errors import BudgetError
 from closure_audit.findings.collector import Findings

@@ -1,11 +1,11 @@
-"""Which GPU code runs on which GPU (closure_audit.gpu.code), and the GPU check's
+"""Which GPU code runs on which GPU (closure_audit.cuda.code), and the GPU check's
 coverage decision."""
 
 from __future__ import annotations
 
 import pytest
 
-from closure_audit.gpu.code import Code, covers, parse_capability, parse_code, runs_on, serves
+from closure_audit.cuda.code import Code, covers, parse_capability, parse_code, runs_on, serves
 
 
 @pytest.mark.parametrize("name, code", [

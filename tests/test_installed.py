@@ -71,7 +71,7 @@ def test_every_module_imports_from_the_installed_package(tmp_path):
     assert sorted(files) == modules and "closure_audit.host" in modules
     assert all(Path(f).resolve().is_relative_to(site) for f in files.values()), files
     # The data files the tools read, through the code that reads them.
-    p = _run(tmp_path, sys.executable, "-c", "from closure_audit.gpu.code import capability_table as t; "
+    p = _run(tmp_path, sys.executable, "-c", "from closure_audit.cuda.code import capability_table as t; "
              "from closure_audit.output.html import _asset as a; print(len(t()), len(a('report.js')))")
     assert p.returncode == 0 and all(int(n) > 0 for n in p.stdout.split()), p.stderr
 

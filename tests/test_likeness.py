@@ -4,8 +4,8 @@ differ as nixpkgs' CUDA packages do when one option changes."""
 
 from __future__ import annotations
 
-from closure_audit.closure.derivation import Derivation
-from closure_audit.closure.likeness import differences, find_like, settings
+from closure_audit.drv.derivation import Derivation
+from closure_audit.drv.likeness import differences, find_like, settings
 
 STORE = "/nix/store/"
 

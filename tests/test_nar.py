@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from nixstore import NIX_FLAGS, needs_nix, nix_build
 
-from closure_audit.closure.nar import NarError, NarReader, decompressed
-from closure_audit.closure.narinfo import NarInfoError, from_base32, parse_hash, parse_narinfo, to_base32
+from closure_audit.cache.nar import NarError, NarReader, decompressed
+from closure_audit.cache.narinfo import NarInfoError, from_base32, parse_hash, parse_narinfo, to_base32
 from closure_audit.elf import stream
 from closure_audit.elf.reader import InvalidElf, check_size, parse_elf, read_elf
 
@@ -296,8 +296,8 @@ def test_the_benchmark_cache_is_read_whole_and_verified(tmp_path):
     from bench_store import make_cache
     from cacheserver import CacheServer
 
-    from closure_audit.closure.cache import BinaryCache
-    from closure_audit.closure.signatures import parse_public_keys
+    from closure_audit.cache.binary import BinaryCache
+    from closure_audit.cache.signatures import parse_public_keys
 
     paths, key = make_cache(tmp_path / "cache", 300)
     with CacheServer(str(tmp_path / "cache")) as server:

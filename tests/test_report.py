@@ -17,11 +17,11 @@ from hypothesis import given, settings, strategies as st
 from closure_audit.closure.graph import Closure, build_graph
 from closure_audit.closure.sizes import added_sizes, dominator_tree
 from closure_audit.closure.evidence import Hit
-from closure_audit.cuda_redist import LIBRARY_PACKAGES, REDIST_NAMES, install_hint, is_cuda_redist, library_package
+from closure_audit.cuda.redist import LIBRARY_PACKAGES, REDIST_NAMES, install_hint, is_cuda_redist, library_package
 from closure_audit.errors import UsageError
 from closure_audit.findings.rules import Finding
 from closure_audit.output import html
-from closure_audit.storepath import name_part
+from closure_audit.nix.storepath import name_part
 from conftest import run_cli
 from reportdata import SHAPE, picture, shape_picture, store_path, synthetic_closure
 

@@ -17,8 +17,8 @@ from browser import ActionChains, By, Keys, needs_browser
 from closure_audit.closure.sizes import closure_sizes
 from closure_audit.findings.rules import Finding
 from closure_audit.output import html
-from closure_audit.storepath import HASH_LEN, name_part
-from closure_audit.units import format_size
+from closure_audit.nix.storepath import HASH_LEN, name_part
+from closure_audit.util import format_size
 from reportdata import TORCH_ENV, closure_of, picture, shape_picture, store_path, synthetic_closure
 
 pytestmark = needs_browser

@@ -11,8 +11,8 @@ import pytest
 from browser import By, needs_browser
 from conftest import run_cli
 from nixstore import needs_nix, nix_build, path_info
-from closure_audit.storepath import name_part
-from closure_audit.units import format_size
+from closure_audit.nix.storepath import name_part
+from closure_audit.util import format_size
 from test_closure import FIXTURE
 
 pytestmark = [needs_nix, needs_browser]

@@ -22,7 +22,7 @@ from conftest import run_cli
 from nixstore import NIX_FLAGS, needs_nix, nix_build, path_info
 from test_closure import FIXTURE, NEWER, cli_json
 
-from closure_audit.closure.cache import BinaryCache
+from closure_audit.cache.binary import BinaryCache
 from closure_audit.errors import ClosureError
 
 pytestmark = needs_nix

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from closure_audit.storepath import parse_name, top_store_path
-from closure_audit.units import format_size, parse_size
+from closure_audit.nix.storepath import parse_name, top_store_path
+from closure_audit.util import format_size, parse_size
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -200,7 +200,7 @@ def test_the_gate_refuses_a_dump_with_store(tmp_path):
 
 
 def test_a_name_that_does_not_resolve_is_asked_once(monkeypatch):
-    from closure_audit.closure.transport import FetchError, Transport
+    from closure_audit.cache.transport import FetchError, Transport
 
     asked = []
 

@@ -261,7 +261,7 @@ def show_derivation(drv: str) -> dict:
 
 
 def test_the_reader_agrees_with_nix(world):
-    from closure_audit.closure.derivation import read_graph
+    from closure_audit.drv.derivation import read_graph
 
     # The fixture's scripts hold parentheses (`$((i+1))`); a derivation on it whose strings hold none
     # takes the reader's other way.

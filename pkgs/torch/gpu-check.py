@@ -30,7 +30,7 @@ def timed(fn, sync) -> float:
 def main() -> None:
     import torch
 
-    from closure_audit.gpu.code import covers, parse_code
+    from closure_audit.cuda.code import covers, parse_code
 
     if not torch.cuda.is_available():
         fail("torch.cuda.is_available() is False (no GPU, or the driver was not found)")

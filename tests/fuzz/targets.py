@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from closure_audit.closure.budgets import load_budgets  # noqa: E402
+from closure_audit.gate.budgets import load_budgets  # noqa: E402
 from closure_audit.closure.graph import load_dump  # noqa: E402
 from closure_audit.elf import fatbin  # noqa: E402
 from closure_audit.elf.reader import InvalidElf, cubin_kernels, parse_elf, parse_sections  # noqa: E402

@@ -12,11 +12,11 @@ import functools
 import importlib
 import os
 import re
-import signal
 import sys
 
 from . import __version__
 from .errors import Exit, InputError, UsageError
+from .util import reader_gone
 
 # The registry: each command, a module of commands/ with add_arguments(parser)
 # and run(args), and its one-line summary for `--help`.
@@ -34,7 +34,7 @@ from .errors import Exit, InputError, UsageError
 # - Every other module imports at its top, except, inside the function that
 #   needs them, what a light path would pay for without using it: numpy and
 #   igraph (closure/graph.py and what imports it), orjson, rich, zstandard,
-#   lz4, zipfile, tomllib, multiprocessing, nix.py (shutil, subprocess),
+#   lz4, zipfile, tomllib, multiprocessing, nix/command.py (shutil, subprocess),
 #   dataclasses, nixcuda_data (where its table is read), difflib for one
 #   message, and the audit's readers in `doctor` without a target.
 COMMANDS = {
@@ -126,15 +126,6 @@ def _with_command(argv: list[str]) -> list[str]:
             f"commands: {', '.join(COMMANDS)}; or an existing path to audit"
         raise UsageError(f"unknown command '{word}' ({hint})")
     return ["audit", *argv]
-
-
-def reader_gone() -> int:
-    """End as Unix tools do when the reader of standard output goes away: by
-    SIGPIPE, with nothing left to flush at exit (no "Exception ignored")."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGPIPE)
-    return 128 + signal.SIGPIPE  # not reached where the signal ends the process
 
 
 def main(argv: list[str] | None = None) -> int:

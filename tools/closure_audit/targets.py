@@ -10,7 +10,7 @@ import re
 from collections import namedtuple
 
 from .errors import ClosureError, TargetError
-from .storepath import store_dir, top_store_path
+from .nix.storepath import store_dir, top_store_path
 
 # What a closure command (size, why, diff, gate, report) takes as a target.
 CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a saved "
@@ -75,7 +75,7 @@ def resolve_target(target: str, build: bool = False, installables: bool = True) 
 
 
 def _installable(target: str, build: bool) -> str:
-    from .nix import nix  # subprocess and shutil: only for installables, start-up stays lean
+    from .nix.command import nix  # subprocess and shutil: only for installables, start-up stays lean
 
     if build:
         nix("build", "--no-link", target, what=f"building {target}")

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from closure_audit.cli import reader_gone
+from closure_audit.util import reader_gone
 from closure_audit.errors import Exit, InputError
 
 from . import __version__

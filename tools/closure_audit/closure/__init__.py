@@ -1,10 +1,6 @@
-"""Nix closures: read the reference graph (nix CLI, nix-store, saved dumps, binary caches),
-resolve sizes, chains and the evidence behind each reference, compare two
-closures, and check budgets.
+"""Nix closures: read the reference graph (nix CLI, nix-store, saved dumps),
+resolve sizes, chains and the evidence behind each reference, and compare two
+closures. No judge here: findings/ judges what this folder reads.
 
 What it may import: the README's architecture table.
 """
-
-# Requests in flight at once against a binary cache (--store): here, where the
-# command line can read it without importing the HTTP client.
-HTTP_CONNECTIONS = 32

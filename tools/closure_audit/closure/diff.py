@@ -17,7 +17,7 @@ import gc
 from dataclasses import dataclass, field
 
 from .graph import Closure
-from ..storepath import name_part, package_key, parse_name, split_release
+from ..nix.storepath import name_part, package_key, parse_name, split_release
 
 ADDED, REMOVED, CHANGED, REBUILT = "added", "removed", "changed", "rebuilt"
 

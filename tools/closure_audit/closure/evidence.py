@@ -178,7 +178,7 @@ class Scanner:
 
     def _classify(self, path: str, rel: str, data, size: int, hits, found) -> None:
         """Say what holds each hit of one file. `data` is the file's bytes: an
-        mmap here, a sparse capture of a streamed NAR member (cache_evidence.py)."""
+        mmap here, a sparse capture of a streamed NAR member (cache/evidence.py)."""
         elf = None
         if data[:4] == ELF_MAGIC:
             try:

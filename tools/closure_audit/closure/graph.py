@@ -23,8 +23,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ClosureError
-from ..nix import find, nix, run
-from ..storepath import is_store_basename, store_dir
+from ..nix.command import find, nix, run
+from ..nix.storepath import is_store_basename, store_dir
 from ..targets import CLOSURE_TARGETS, resolve_target
 from .reach import reverse
 
@@ -82,7 +82,7 @@ class Closure:
     source: str  # where the graph came from: "nix path-info", "nix-store", the dump's file name, a cache URL
     store_dir: str
     # Makes the evidence scanner of a closure that is not in the local store
-    # (a binary cache's: closure/cache_evidence.py); None for the local one.
+    # (a binary cache's: cache/evidence.py); None for the local one.
     scanner: Callable[[], object] | None = None
 
     @property

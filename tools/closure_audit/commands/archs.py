@@ -7,7 +7,7 @@ import argparse
 
 from .. import output
 from ..errors import Exit, UsageError
-from ..gpu.request import from_nix_config, make_request
+from ..cuda.request import from_nix_config, make_request
 from ..output.json_report import archs_json
 from ..output import progress
 from . import options

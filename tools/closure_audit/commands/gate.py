@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.budgets import apply_overrides, load_budgets
+    from ..gate.budgets import apply_overrides, load_budgets
     from ..ops import gate
 
     check_markdown_option(args.markdown, args.json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..closure import HTTP_CONNECTIONS
+from ..cache import HTTP_CONNECTIONS
 from ..errors import UsageError
 from ..findings import policy
 from ..targets import CLOSURE_TARGETS
@@ -81,9 +81,9 @@ def open_store(args, evidence: bool):
         raise UsageError("--store reads closures from the binary cache: give no --path-info")
     if getattr(args, "build", False):
         raise UsageError("--store reads closures from the binary cache: nothing is built (no --build)")
-    from ..closure.cache import BinaryCache
-    from ..closure.cache_evidence import read_closure
-    from ..closure.signatures import parse_public_keys
+    from ..cache.binary import BinaryCache
+    from ..cache.evidence import read_closure
+    from ..cache.signatures import parse_public_keys
 
     keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
     cache = BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)

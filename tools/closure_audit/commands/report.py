@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..closure.budgets import load_budgets
+    from ..gate.budgets import load_budgets
     from ..ops import report
     from ..output import html
 

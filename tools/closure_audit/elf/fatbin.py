@@ -31,7 +31,7 @@ from collections import namedtuple
 from collections.abc import Callable
 
 from .reader import InvalidElf, cubin_kernels, parse_sections
-from ..gpu.code import Code
+from ..cuda.code import Code
 from .search import search_files
 
 MAGIC = 0xBA55ED50

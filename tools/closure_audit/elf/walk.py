@@ -17,8 +17,8 @@ import stat
 from collections import namedtuple
 from collections.abc import Callable
 
-from ..paths import under
-from ..storepath import store_dir
+from ..util import under
+from ..nix.storepath import store_dir
 from ..targets import is_wheel, resolve_targets
 from .files import HostFiles
 from .reader import ElfFile, InvalidElf

@@ -15,14 +15,14 @@ from __future__ import annotations
 import os
 from dataclasses import KW_ONLY, dataclass, field
 
-from ..cuda_redist import wheel_for
-from ..gpu import release
-from ..gpu.code import capability_table, runs_on
-from ..gpu.driver import TOOLKIT_DRIVER, at_least, library_version_from_name, needs, parse_version
-from ..gpu.release import Need, highest
+from ..cuda.redist import wheel_for
+from ..cuda import release
+from ..cuda.code import capability_table, runs_on
+from ..cuda.driver import TOOLKIT_DRIVER, at_least, library_version_from_name, needs, parse_version
+from ..cuda.release import Need, highest
 from ..host.probe import NIXOS_DRIVER_DIR, Host, find_library
 from ..host.root import Root
-from ..storepath import name_part, top_store_path
+from ..nix.storepath import name_part, top_store_path
 from .collector import Findings
 from .gpu import Kernels, group, verdict
 

@@ -21,9 +21,9 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 from __future__ import annotations
 
 from ..elf.fatbin import Entry, kernels_of
-from ..gpu.code import Code, runs_on, serves
-from ..gpu.request import Request
-from ..units import format_size
+from ..cuda.code import Code, runs_on, serves
+from ..cuda.request import Request
+from ..util import format_size
 from .collector import Findings
 from .rules import Finding, has_error
 

@@ -13,10 +13,9 @@ from types import MappingProxyType
 
 from .. import schemas
 from ..errors import PolicyError
-from ..paths import relative_to
 from ..loader.libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 from .rules import OFF, RULES, SEVERITIES
-from ..tomlfile import read_toml
+from ..util import read_toml, relative_to
 
 
 # What a runtime closure must not hold, by store name (the part after the

@@ -11,8 +11,8 @@ import re
 from dataclasses import KW_ONLY, dataclass, field
 
 from ..elf.reader import InvalidElf, parse_sections
-from ..gpu.driver import kernel_module_version, library_version_from_name
-from ..gpu.models import TEGRA, TEGRA_NAMES, capability_of
+from ..cuda.driver import kernel_module_version, library_version_from_name
+from ..cuda.models import TEGRA, TEGRA_NAMES, capability_of
 from .root import Root
 
 NIXOS_DRIVER_DIR = "/run/opengl-driver/lib"
@@ -33,7 +33,7 @@ class Gpu:
     capability: str | None  # "8.6"; None when nothing tells it
     source: str  # nvidia-smi, /proc/driver/nvidia/gpus/..., the device tree
     _: KW_ONLY
-    # The capability gpu/models.py's table gives for the GPU's model name, the
+    # The capability cuda/models.py's table gives for the GPU's model name, the
     # name, and where it was read (the kernel module's /proc file, else nvidia-smi).
     model_capability: str | None = None
     model_source: str | None = None

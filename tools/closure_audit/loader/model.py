@@ -29,7 +29,7 @@ import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
 
-from ..paths import under
+from ..util import under
 from ..elf.files import HostFiles
 from ..elf.reader import ElfFile, InvalidElf
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES, GLIBC_FAMILY

@@ -17,7 +17,7 @@ from ..findings.opened import judge_opened
 from ..findings.rules import has_error
 from ..loader import model as ld
 from ..loader.chains import resolve
-from ..storepath import store_dir
+from ..nix.storepath import store_dir
 from ..targets import Target, is_wheel
 
 # targets: targets.Target records; path_info: a saved dump of their closure;
@@ -130,7 +130,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     from_host.report(findings)
     explanations = []
     if closure is not None:
-        from ..closure.why import forbidden_paths  # numpy and igraph: only for a closure
+        from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
 
         explanations = forbidden_paths(closure, policy, findings, progress=progress)
     report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,

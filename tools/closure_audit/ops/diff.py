@@ -8,7 +8,7 @@ from contextlib import nullcontext
 
 from ..closure.diff import diff
 from ..closure.sizes import roots_closure_size
-from ..closure.why import forbidden_matches, forbidden_paths
+from ..findings.forbidden import forbidden_matches, forbidden_paths
 from ..findings.collector import Findings
 
 Options = namedtuple("Options", "old new policy")

@@ -10,7 +10,7 @@ from contextlib import nullcontext
 from ..findings.collector import Findings
 from ..findings.doctor import judge_doctor, target_facts
 from ..host.probe import probe
-from ..storepath import store_dir
+from ..nix.storepath import store_dir
 from ..targets import is_wheel
 
 # root: the host's root directory; targets: paths (installables resolved).

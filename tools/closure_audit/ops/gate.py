@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 from contextlib import nullcontext
 
-from ..closure.gate import check, read_subjects
+from ..gate.checks import check, read_subjects
 from ..findings.collector import Findings
 
 # budgets: closure.budgets.Budget, overrides applied; store: a binary-cache

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..closure.evidence import scanner_for
-from ..closure.gate import check, subject
+from ..gate.checks import check, subject
 from ..closure.sizes import added_sizes, dominator_tree
-from ..closure.why import forbidden_paths
+from ..findings.forbidden import forbidden_paths
 from ..findings.collector import Findings
 
 # budget: a closure.budgets.Budget or None; store: the binary-cache reader the

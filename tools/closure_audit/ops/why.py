@@ -7,9 +7,10 @@ from contextlib import nullcontext
 
 from ..closure.evidence import scanner_for
 from ..closure.sizes import added_sizes
-from ..closure.why import explain, forbidden_paths, matcher
+from ..closure.why import explain, matcher
+from ..findings.forbidden import forbidden_paths
 from ..findings.collector import Findings
-from ..storepath import name_part
+from ..nix.storepath import name_part
 
 # patterns: what to explain; none: every path the policy forbids.
 Options = namedtuple("Options", "closure policy patterns all_chains", defaults=((), False))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..closure.derivation import instantiate
-from ..closure.plan import open_substituters, why_build
+from ..drv.derivation import instantiate
+from ..drv.plan import open_substituters, why_build
 
 # targets, like: .drv paths or installables; stores: the --store URLs, None
 # for Nix's substituters; keys: --trusted-public-keys; workers: requests in flight.

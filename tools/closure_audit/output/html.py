@@ -22,11 +22,11 @@ from importlib.resources import files
 
 from ..closure.graph import Closure
 from ..closure.sizes import roots_closure_size
-from ..cuda_redist import is_cuda_redist
+from ..cuda.redist import is_cuda_redist
 from ..errors import UsageError
 from ..findings.rules import ERROR, Finding
-from ..storepath import name_part
-from ..units import format_size
+from ..nix.storepath import name_part
+from ..util import format_size
 from .text import printable
 
 FORMAT = 1  # version of the data the page's script reads

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from ..errors import UsageError
 from ..findings.rules import has_error
-from ..storepath import name_part, top_store_path
-from ..units import format_growth, format_size
+from ..nix.storepath import name_part, top_store_path
+from ..util import format_growth, format_size
 from .text import printable, version_change
 
 MAX_FINDINGS = 50

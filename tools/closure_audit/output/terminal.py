@@ -13,9 +13,8 @@ from rich.tree import Tree
 from ..loader import model as ld
 from ..loader.model import Chain, LoadedObject, Resolution
 from ..findings.rules import ERROR, INFO, RULES, SEVERITIES, SEVERITY_RANK, WARNING
-from ..storepath import name_part, top_store_path
-from ..paths import relative_to
-from ..units import format_growth, format_size
+from ..nix.storepath import name_part, top_store_path
+from ..util import format_growth, format_size, relative_to
 from .text import printable, version_change
 
 STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "cyan"}

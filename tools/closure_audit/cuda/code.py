@@ -54,7 +54,7 @@ def parse_capability(text: str) -> tuple[int, int, str]:
 
 def capability_table() -> dict:
     """lib/data/cuda-capabilities.json's capabilities."""
-    from ..data import table
+    from .data import table
 
     return table("cuda-capabilities.json")["capabilities"]
 

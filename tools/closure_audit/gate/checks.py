@@ -4,7 +4,7 @@ budgets are checked against that data alone.
 The gate fails closed: a budget it cannot check (a closure or a baseline that
 cannot be read, a growth limit without a baseline) is an error (exit 2) raised
 while reading, before anything is judged, never a pass. docs/gate.md
-documents the budgets file (closure/budgets.py reads it).
+documents the budgets file (gate/budgets.py reads it).
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from ..errors import BudgetError, ClosureError, TargetError
 from ..findings.collector import Findings
 from ..findings.policy import Policy
 from ..findings.rules import ERROR
-from ..storepath import name_part, store_dir
-from ..units import format_apart, format_size
+from ..nix.storepath import name_part, store_dir
+from ..util import format_apart, format_size
 from .budgets import Budget
-from .evidence import scanner_for
-from .graph import Closure, load_closure, load_dump
-from .reach import UNREACHED
-from .sizes import DominatorTree, dominator_tree, roots_closure_size
-from .why import Explanation, forbidden_paths
+from ..closure.evidence import scanner_for
+from ..closure.graph import Closure, load_closure, load_dump
+from ..closure.reach import UNREACHED
+from ..closure.sizes import DominatorTree, dominator_tree, roots_closure_size
+from ..closure.why import Explanation
+from ..findings.forbidden import forbidden_paths
 
 @dataclass
 class Subject:

@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..cuda_redist import RELEASE_NUMBERED
+from .redist import RELEASE_NUMBERED
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 
 from ..errors import ClosureError
-from ..nix import nix
-from ..storepath import name_part, store_dir, top_store_path
+from ..nix.command import nix
+from ..nix.storepath import name_part, store_dir, top_store_path
 from ..targets import is_installable, nowhere
 
 # A string (kept as it is) or a parenthesis (made a bracket).
@@ -142,7 +142,7 @@ def instantiate(target: str) -> str:
 
 
 def _deriver(target: str, path: str) -> str:
-    from ..nix import find, run
+    from ..nix.command import find, run
 
     tool = find("nix-store", error=DerivationError, why="to find the derivation of an output path")
     drv = run([tool, "--query", "--deriver", path], f"{target}", DerivationError).strip()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from .storepath import package_key, parse_name
+from ..nix.storepath import package_key, parse_name
 
 # The entries of NVIDIA's CUDA and cuDNN manifests (pkgs/cuda/manifests; a
 # test keeps the two in step), and the other NVIDIA libraries nixpkgs'

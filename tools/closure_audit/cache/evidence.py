@@ -24,9 +24,9 @@ from ..elf.reader import ElfFile, InvalidElf
 from ..elf.stream import StreamedFile
 from ..errors import ClosureError
 from ..loader.model import Environment, Loader
-from ..storepath import top_store_path
-from .cache import BinaryCache
-from .evidence import CONTEXT, Evidence, Scanner
+from ..nix.storepath import top_store_path
+from .binary import BinaryCache
+from ..closure.evidence import CONTEXT, Evidence, Scanner
 from .nar import NarError, NarReader, decompressed
 from .transport import FetchError, NotFound
 

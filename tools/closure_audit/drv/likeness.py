@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from ..data import table
-from ..storepath import name_part, parse_name
+from ..cuda.data import table
+from ..nix.storepath import name_part, parse_name
 from .derivation import Derivation
 
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from .. import schemas
 from ..errors import BudgetError
 from ..findings.policy import Policy
-from ..tomlfile import read_toml
-from ..units import parse_size
+from ..util import parse_size, read_toml
 
 _KEYS = {"installable", "path", "path-info", "max-closure-size", "max-growth", "baseline",
          "max-added-size", "forbidden", "allow"}

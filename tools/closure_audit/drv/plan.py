@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ClosureError
 from .derivation import Derivation
-from .narinfo import NarInfo
+from ..cache.narinfo import NarInfo
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def invalid_paths(paths: list[str]) -> set[str]:
     present = [p for p in paths if os.path.lexists(p)]
     invalid = {p for p in paths if not os.path.lexists(p)}
     if present:
-        from ..nix import find
+        from ..nix.command import find
 
         tool = find("nix-store", why="to know which outputs are valid")
         for start in range(0, len(present), 1000):
@@ -247,11 +247,11 @@ def open_substituters(urls: list[str] | None, keys: str | None, refresh: bool, w
     """The caches of --store, or else the user's substituters as Nix is set
     up (`substituters`, and `trusted-public-keys` where signatures are
     required and no KEYS are given)."""
-    from .cache import BinaryCache
-    from .signatures import parse_public_keys
+    from ..cache.binary import BinaryCache
+    from ..cache.signatures import parse_public_keys
 
     if urls is None:
-        from ..nix import config
+        from ..nix.command import config
 
         settings = config()
         urls = settings.get("substituters", "").split()

@@ -68,7 +68,7 @@ def from_nix_config(file: str | None) -> Request:
     """The request a nixpkgs config makes, evaluated by nix-instantiate.
     A config without cudaCapabilities is an error: the default set depends on
     the CUDA release, which the binaries do not name."""
-    from ..nix import find, run  # shutil and subprocess: only for a nixpkgs config (start-up: cli.py)
+    from ..nix.command import find, run  # shutil and subprocess: only for a nixpkgs config (start-up: cli.py)
 
     path = file or config_file()
     if path is None:

@@ -8,7 +8,7 @@ import re
 import shutil
 import subprocess
 
-from .errors import ClosureError, InputError
+from ..errors import ClosureError, InputError
 
 # Debian's Nix 2.8 and newer Nix alike take the new CLI only behind this flag.
 FLAGS = ["--extra-experimental-features", "nix-command flakes"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
-from ..storepath import hash_part, is_store_basename
+from ..nix.storepath import hash_part, is_store_basename
 from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
@@ -213,7 +213,7 @@ class BinaryCache:
 
     def closure(self, roots: list[str]):
         # graph.py brings numpy (a quarter of a second to import), which why-build, asking only narinfos, never needs.
-        from .graph import Closure, build_graph
+        from ..closure.graph import Closure, build_graph
 
         infos = self.narinfos(roots)
         entries = {p: {"nar_size": i.nar_size, "references": list(i.references)} for p, i in infos.items()}

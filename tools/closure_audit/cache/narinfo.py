@@ -28,7 +28,7 @@ import binascii
 import re
 from dataclasses import dataclass
 
-from ..storepath import HASH_CHARS, is_store_basename
+from ..nix.storepath import HASH_CHARS, is_store_basename
 
 _B32_INDEX = {c: i for i, c in enumerate(HASH_CHARS)}
 _HASH_SIZES = {"md5": 16, "sha1": 20, "sha256": 32, "sha512": 64}

@@ -1,2 +1,0 @@
-"""GPU code objects, CUDA capabilities and what runs where: NVIDIA's rules as
-data (lib/data/cuda-capabilities.json)."""
