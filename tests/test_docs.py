@@ -302,7 +302,9 @@ _NAMED = {"why PATTERN": r"`why [^`]*PATTERN[^`]*`", "why-build": r"`why-build`"
 def exit_statements(path) -> str:
     """The prose of a page that speaks of exit statuses."""
     prose, _tables = page_blocks(path)
-    return " ".join(text for _line, text in prose if re.search(r"\bexit status", text, re.I))
+    texts = [text for _line, text in prose]
+    return " ".join(text for i, text in enumerate(texts) if re.search(r"\bexit(?:s| status| code)?\b", text, re.I)
+                    or i and re.match(r"#+ Exit status", texts[i - 1]))
 
 
 def run_json(*args, env=None) -> tuple[int, int]:
@@ -368,6 +370,13 @@ def test_the_exit_statuses_the_docs_state_are_the_commands(build, tmp_path):
     said = exit_statements(ROOT / "README.md")
     for status in Exit:
         assert re.search(rf"\b{int(status)}\b", said), f"README.md does not state exit status {int(status)}"
+    # A command's own page states the status it gave here, and 2 for bad input.
+    pages = {p.stem: p for p in DOCS}
+    for name, (status, _errors) in seen.items():
+        if name in pages:
+            said = exit_statements(pages[name])
+            for n in {int(status), int(Exit.USAGE)}:
+                assert re.search(rf"\b{n}\b", said), f"{pages[name].name} does not state exit status {n}"
 
 
 def test_every_exit_status_the_docs_name_is_one_the_commands_give():
