@@ -5,6 +5,8 @@ by gcc that carries a version string, and a fake nvidia-smi."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -53,6 +55,35 @@ class FakeHost:
         if file_name != "libcuda.so.1":
             self.link(f"{directory}/libcuda.so.1", file_name)
         return out
+
+    def library(self, host_path: str) -> Path:
+        """A shared object built by gcc, named as its file."""
+        src = self.root.parent / "empty.c"
+        src.write_text("int nixcuda_fake_host;\n")
+        out = self.path(host_path)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True, capture_output=True)
+        return out
+
+    def userland(self) -> None:
+        """What running a fix's command on the host takes: sh, mkdir and ln
+        with the libraries they load, copied from this machine, and a sudo
+        that runs its arguments (the command runs as root already)."""
+        for tool in ("sh", "mkdir", "ln"):
+            real = os.path.realpath(shutil.which(tool, path="/usr/bin:/bin"))
+            shutil.copy(real, self.path(f"/bin/{tool}"))
+            ldd = subprocess.run(["ldd", real], capture_output=True, text=True, check=True).stdout
+            for lib in re.findall(r"(/\S+) \(0x", ldd):
+                if not self.path(lib).exists():
+                    shutil.copy(lib, self.path(lib))
+        self.file("/bin/sudo", '#!/bin/sh\nexec "$@"\n').chmod(0o755)
+
+    def run(self, command: str) -> None:
+        """Run a shell command on the host as root: in a chroot of the root,
+        so every absolute path in it is the host's (userland() first)."""
+        chroot = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin")
+        p = subprocess.run([chroot, str(self.root), "/bin/sh", "-c", command], capture_output=True, text=True,
+                           env={"PATH": "/bin"})
+        assert p.returncode == 0, (command, p.stderr)
 
     def kernel_module(self, version: str, open_module: bool = False) -> None:
         flavor = "NVIDIA UNIX Open Kernel Module for x86_64" if open_module else "NVIDIA UNIX x86_64 Kernel Module"
@@ -118,4 +149,20 @@ def jetson(root: Path) -> FakeHost:
                                     "EABI: aarch64, DATE: Mon May  6 17:34:21 UTC 2024\n")
     h.file("/proc/device-tree/compatible", "nvidia,p3737-0000+p3701-0005\0nvidia,p3701-0005\0nvidia,tegra234\0")
     h.libcuda("/usr/lib/aarch64-linux-gnu/nvidia", "libcuda.so.1.1", version_string="NVIDIA CUDA 540.3.0 (L4T)")
+    return h
+
+
+def container_h200(root: Path, driver: str = "580.159.04") -> FakeHost:
+    """Ubuntu in a container whose runtime mounted the driver into
+    /usr/local/nvidia/lib64, a directory ld.so.conf does not name."""
+    h = FakeHost(root)
+    h.os_release("Ubuntu 24.04.3 LTS", "ubuntu")
+    h.file("/.dockerenv", "")
+    h.file("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
+    h.file("/etc/ld.so.conf.d/x86_64-linux-gnu.conf", "/usr/local/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n")
+    h.libcuda("/usr/local/nvidia/lib64", f"libcuda.so.{driver}")
+    h.library(f"/usr/local/nvidia/lib64/libnvidia-ml.so.{driver}")
+    h.link("/usr/local/nvidia/lib64/libnvidia-ml.so.1", f"libnvidia-ml.so.{driver}")
+    h.kernel_module(driver, open_module=True)
+    h.nvidia_smi([("NVIDIA H200", "9.0")], driver)
     return h

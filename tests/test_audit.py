@@ -387,6 +387,20 @@ def test_lone_file_in_a_python_prefix_uses_its_site_packages_as_the_tree(build, 
     assert not r.failed and r.findings == [], [f.message for f in r.findings]
 
 
+def test_lone_file_in_a_pip_target_directory_uses_it_as_the_tree(build):
+    """pip install --target DIR: dist-info folders beside the packages, under
+    any name, make DIR the tree, as site-packages is; a dist-info a package
+    vendors deeper down does not."""
+    cudart = build.lib("deps/nvidia/cu13/lib/libcudart.so.13")
+    torch = build.lib("deps/torch/lib/libtorch_cuda.so", links=[cudart], runpath=["$ORIGIN/../../nvidia/cu13/lib"])
+    for dist in ("deps/torch-2.14.1.dist-info", "deps/nvidia_cuda_runtime-13.0.96.dist-info",
+                 "deps/torch/_vendor/packaging-24.2.dist-info"):
+        (build.root / dist).mkdir(parents=True)
+    r = audit(torch)
+    assert r.env.tree_roots == (str(build.root / "deps"),)
+    assert not r.failed and r.findings == [], [f.message for f in r.findings]
+
+
 def test_lone_file_without_a_tree_asks_for_root(build, tmp_path):
     """Outside any venv, conda env or Python prefix the tree cannot be told:
     the command says how to name it instead of guessing the file's directory."""

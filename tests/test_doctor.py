@@ -15,7 +15,7 @@ from cudagen import Nvcc, find_nvcc, gencode
 from closure_audit.cuda.models import capability_of
 from closure_audit.host.probe import probe
 from closure_audit.host.root import Root
-from parts import needs
+from parts import needs, require
 
 pytestmark = pytest.mark.fhs
 needs_nvcc = needs("nvcc (ci/setup installs NVIDIA's compiler wheels)", find_nvcc() is not None)
@@ -60,6 +60,31 @@ def test_root_resolves_absolute_links_inside_the_root(tmp_path):
     real = root.resolve("/run/opengl-driver/lib/libcuda.so.1")
     assert real.startswith("/nix/store/") and real.endswith("-nvidia-x11-580.82.07-6.6.30/lib/libcuda.so.580.82.07")
     assert root.isfile("/run/opengl-driver/lib/libcuda.so.1") and not os.path.exists(real)
+
+
+def test_ld_so_conf_is_read_as_ldconfig_reads_it(tmp_path):
+    """The directories a root's ld.so.conf names, in ldconfig's own order
+    (`ldconfig -r ROOT -v` lists those it indexes): includes relative and
+    globbed in any component, `hwcap` lines, an old `=TYPE` suffix, trailing
+    slashes, and a line of several names, which is one directory to ldconfig."""
+    import re
+    import subprocess
+
+    ldconfig = shutil.which("ldconfig", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    require("ldconfig, as root (-r chroots)", bool(ldconfig) and os.geteuid() == 0)
+    h = fakehost.FakeHost(tmp_path / "root")
+    h.file("/etc/ld.so.conf", "include ld.so.conf.d/*.conf\n# a comment\nhwcap 0 nosegneg\n/opt/a/lib=libc6\n"
+                              "/opt/c/lib///  \n/opt/a/lib /opt/b/lib:/opt/c/lib\n  /opt/e/lib\n"
+                              "include /etc/ld.so.conf.e*/*.conf\n")
+    h.file("/etc/ld.so.conf.d/d.conf", "/opt/d/lib\n")
+    h.file("/etc/ld.so.conf.extra/x.conf", "/opt/b/lib\n")
+    for d in "abcde":
+        h.path(f"/opt/{d}/lib").mkdir(parents=True)
+    p = subprocess.run([ldconfig, "-r", str(h.root), "-X", "-C", "/ld.so.cache", "-v"], capture_output=True, text=True)
+    theirs = [m[1] for m in re.finditer(r"^(/\S*): \(from (?!<builtin>)", p.stdout, re.M)]
+    root = Root(str(h.root))
+    ours = [d for d in root.ld_so_conf() if root.isdir(d)]
+    assert ours == theirs == ["/opt/d/lib", "/opt/a/lib", "/opt/c/lib", "/opt/e/lib", "/opt/b/lib"], p.stderr
 
 
 @pytest.mark.parametrize("kind", ["nixos", "ubuntu", "wsl", "jetson"])
@@ -238,6 +263,30 @@ def test_gpu_code_without_kernels_needs_no_gpu(tmp_path, tmp_path_factory, build
     assert f["files"] == [str(lib / "libk75.so")]
 
 
+@needs_nvcc
+def test_the_judge_reads_nothing(tmp_path, build, gpu_lib, monkeypatch):
+    """What the judge needs of the GPU code, the kernels of a file that no
+    cubin serves on a GPU included, is read while the facts are gathered."""
+    from closure_audit.findings import gpu
+    from closure_audit.findings.policy import parse_policy
+    from closure_audit.ops import doctor as op
+
+    tree = cuda13_tree(build)
+    (tree / "site-packages/torch/lib").mkdir(parents=True)
+    (tree / "site-packages/torch/lib/libkernels.so").write_bytes(gpu_lib.read_bytes())
+    h = fakehost.ubuntu(tmp_path / "root", gpus=[("NVIDIA GeForce GTX 1080", "6.1")])
+    monkeypatch.setenv("PATH", PATH)
+    judge = op.judge_doctor
+
+    def judging(*args):
+        monkeypatch.setattr(gpu, "kernels_of", lambda *_: pytest.fail("the judge read a file's kernels"))
+        return judge(*args)
+
+    monkeypatch.setattr(op, "judge_doctor", judging)
+    result = op.run(op.Options(str(h.root), [str(tree)], parse_policy({})))
+    assert [f.rule for f in result.findings if f.rule == "no-kernel-image"] == ["no-kernel-image"]
+
+
 def test_bad_input(tmp_path):
     p = run_cli("doctor", "--host-root", str(tmp_path / "nope"))
     assert p.returncode == 2 and "--host-root is not a directory" in p.stderr and "Traceback" not in p.stderr
@@ -368,6 +417,67 @@ def test_a_tree_without_any_cuda_runtime_is_an_error(tmp_path, build):
     shutil.copy(build.lib("elsewhere/libcudart.so.13"), h.path("/usr/lib/x86_64-linux-gnu/libcudart.so.13"))
     rc, data = doctor(h.root, build.root / "venv")
     assert "cuda-runtime-missing" not in {f["rule"] for f in data["findings"]}
+
+
+LOADS_CUDART = "import ctypes, os; ctypes.CDLL('libcudart.so.13', mode=os.RTLD_NOW)"
+
+
+def this_machine_with_cudart(tmp_path, build) -> list[str]:
+    """A command prefix under which this machine's own loader finds a
+    libcudart.so.13 in its default directories: none where it already does
+    (a CUDA install in ld.so.conf), else a private mount namespace whose
+    ld.so.conf.d and ld.so.cache add a directory holding one."""
+    import subprocess
+    import sys
+
+    if subprocess.run([sys.executable, "-c", LOADS_CUDART]).returncode == 0:
+        return []
+    lib = build.lib("machine-cuda/libcudart.so.13").parent
+    conf = tmp_path / "ld.so.conf.d"
+    shutil.copytree("/etc/ld.so.conf.d", conf)
+    (conf / "zz-machine-cuda.conf").write_text(f"{lib}\n")
+    cache = tmp_path / "ld.so.cache"
+    ldconfig = shutil.which("ldconfig", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "ldconfig"
+    script = (f"mount --bind {conf} /etc/ld.so.conf.d && {ldconfig} -X -C {cache} && "
+              f"mount --bind {cache} /etc/ld.so.cache && exec \"$@\"")
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+    works = shutil.which("unshare") and os.geteuid() == 0 and subprocess.run(
+        prefix + [sys.executable, "-c", LOADS_CUDART], capture_output=True).returncode == 0
+    require("a private mount namespace (unshare, as root) to give this machine a libcudart.so.13", bool(works))
+    return prefix
+
+
+def test_host_root_is_the_host_the_loader_searches(tmp_path, build):
+    """Under --host-root the tree's libraries are searched in the root's
+    ld.so.conf and default directories, not this machine's: a torch tree
+    without the CUDA runtime (two objects need it) on a fake host without one
+    is cuda-runtime-missing even where this machine's loader has one."""
+    import subprocess
+    import sys
+
+    site = torch_tree(build, runtime=False)
+    # torch's extension needs libtorch_cuda.so and the runtime itself: where the
+    # runtime comes from the host, libtorch_cuda's need finds it loaded already.
+    elsewhere = build.lib("elsewhere/libcudart.so.13")
+    build.lib(f"{SITE}/torch/_C.so", links=[site / "torch/lib/libtorch_cuda.so", elsewhere],
+              rpath=["$ORIGIN/lib"])
+    prefix = this_machine_with_cudart(tmp_path, build)
+    h = fakehost.ubuntu(tmp_path / "root")
+
+    def missing(*host_root: str) -> set[str]:
+        p = subprocess.run(prefix + [sys.executable, "-m", "closure_audit", "doctor", *host_root,
+                                     str(build.root / "venv"), "--json"],
+                           capture_output=True, text=True, env={**os.environ, "PATH": PATH})
+        assert p.returncode in (0, 1), p.stderr
+        return {f["needed"] for f in json.loads(p.stdout)["findings"] if f["rule"] == "cuda-runtime-missing"}
+
+    assert missing() == set()  # this machine: its loader finds libcudart.so.13
+    assert missing("--host-root", str(h.root)) == {"libcudart.so.13"}
+    # And the fake host's own copy, in its ld.so.conf, is found, through a
+    # link that is absolute on the host (the root's /opt, not this machine's).
+    shutil.copy(elsewhere, h.path("/opt/cuda-13.0/lib/libcudart.so.13.0.96"))
+    h.link("/usr/local/lib/x86_64-linux-gnu/libcudart.so.13", "/opt/cuda-13.0/lib/libcudart.so.13.0.96")
+    assert missing("--host-root", str(h.root)) == set()
 
 
 def test_target_defects_show_on_a_host_without_a_driver(tmp_path, build, monkeypatch):

@@ -5,6 +5,7 @@ invalid, nothing else escapes, and nothing past the file's size is read."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import random
 
@@ -89,3 +90,62 @@ def test_nothing_past_the_size_is_read(bases):
     for base in bases[:40]:
         data = bytes(base.buffer)
         assert _outcome(data + b"\0" * 64, len(data)) == _outcome(data, len(data))
+
+
+# -- what glibc's loader refuses is invalid ------------------------------------------
+
+def _refused_by_the_loader(path) -> bool:
+    """dlopen in a fresh process: an error ("cannot read file data", "object
+    file has no loadable segments") or a crash (SIGBUS on a segment mapped past
+    the end of the file) is a refusal."""
+    import subprocess
+    import sys
+
+    code = f"import ctypes, os; ctypes.CDLL({str(path)!r}, mode=os.RTLD_NOW)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode != 0
+
+
+def _shapes(lib) -> dict[str, bytes]:
+    """A gcc-built ELF64 library broken in the ways the loader refuses."""
+    import struct
+
+    data = bytes(lib.read_bytes())
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    loads = [phoff + i * 56 for i in range(phnum) if struct.unpack_from("<I", data, phoff + i * 56)[0] == 1]
+
+    def patched(*edits) -> bytes:
+        out = bytearray(data)
+        for fmt, at, *values in edits:
+            struct.pack_into(fmt, out, at, *values)
+        return bytes(out)
+
+    last = loads[-1]
+    offset, _vaddr, _paddr, filesz, memsz = struct.unpack_from("<5Q", data, last + 8)
+    grow = len(data) - offset - filesz + 4096
+    return {
+        # PN_XNUM: glibc reads 65535 program headers, whatever section 0 says.
+        "e_phnum 0xffff": patched(("<H", 56, 0xFFFF)),
+        "e_phnum 0xffff, the count in section 0": patched(("<H", 56, 0xFFFF), ("<I", shoff + 44, phnum)),
+        "no program headers": patched(("<H", 56, 0)),
+        "program headers past the end": patched(("<Q", 32, (len(data) - 8) & ~7)),
+        "PT_LOAD past the end": patched(("<QQ", last + 32, filesz + grow, memsz + grow)),
+    }
+
+
+def test_what_the_loader_refuses_is_invalid(build, tmp_path):
+    from conftest import run_cli
+
+    lib = build.lib("lib/libok.so")
+    assert not _refused_by_the_loader(lib)
+    for shape, data in _shapes(lib).items():
+        broken = tmp_path / "broken.so"
+        broken.write_bytes(data)
+        assert _refused_by_the_loader(broken), shape
+        with pytest.raises(InvalidElf):
+            parse_elf(data, len(data))
+    # Beside a valid library in a tree, audit names it.
+    (build.root / "lib/libxnum.so").write_bytes(_shapes(lib)["e_phnum 0xffff"])
+    p = run_cli("audit", str(build.root), "--json")
+    (f,) = [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "invalid-elf"]
+    assert f["file"] == str(build.root / "lib/libxnum.so") and "e_phnum 0xffff" in f["message"]

@@ -1,5 +1,6 @@
 """Malformed ELF files made from real ones: the ELF identification and the
-header's own fields stay intact, one inner structure is broken.
+header's own fields stay intact, one inner structure is broken (or the count
+of program headers, which the loader reads as given).
 
 Every mutation breaks a rule by construction (a table past the end of the
 file, an index past a count, a string with no terminator, ...), so a reader
@@ -33,9 +34,9 @@ LOADER_TABLES = (4, 6, 7, 17, 23, 0x6FFFFEF5)  # DT_HASH, DT_SYMTAB, DT_RELA, DT
 
 # Field positions: name -> (offset, kind); kind "H", "I" or "W" (a word of the class).
 _EHDR = {
-    64: {"phoff": (32, "W"), "shoff": (40, "W"), "ehsize": (52, "H"), "phentsize": (54, "H"), "phnum": (56, "H"),
+    64: {"type": (16, "H"), "phoff": (32, "W"), "shoff": (40, "W"), "ehsize": (52, "H"), "phentsize": (54, "H"), "phnum": (56, "H"),
          "shentsize": (58, "H"), "shnum": (60, "H"), "shstrndx": (62, "H")},
-    32: {"phoff": (28, "W"), "shoff": (32, "W"), "ehsize": (40, "H"), "phentsize": (42, "H"), "phnum": (44, "H"),
+    32: {"type": (16, "H"), "phoff": (28, "W"), "shoff": (32, "W"), "ehsize": (40, "H"), "phentsize": (42, "H"), "phnum": (44, "H"),
          "shentsize": (46, "H"), "shnum": (48, "H"), "shstrndx": (50, "H")},
 }
 _PHDR = {
@@ -258,6 +259,17 @@ def phdr_past_eof(m: _Mutator) -> bool:
     return room + 1 < 0xFFFF and m.ehdr("phnum", min(0xFFFE, room + m.rng.randint(1, 64)))
 
 
+def phnum_xnum(m: _Mutator) -> bool:
+    """e_phnum PN_XNUM in an executable or shared object: the loader has no
+    extended numbering and reads 65535 program headers."""
+    return m.lay.ehdr["type"] in (2, 3) and m.ehdr("phnum", 0xFFFF)
+
+
+def no_load(m: _Mutator) -> bool:
+    """No program headers in an executable or shared object: nothing to map."""
+    return m.lay.ehdr["type"] in (2, 3) and m.ehdr("phnum", 0)
+
+
 def load_past_eof(m: _Mutator) -> bool:
     p = m.rng.choice(m.lay.loads())
     f = p.fields
@@ -456,6 +468,8 @@ MUTATIONS = {
     "section name table not terminated": names_unterminated,
     "duplicate PT_DYNAMIC or PT_INTERP": duplicate_segment,
     "truncated": truncated,
+    "e_phnum PN_XNUM": phnum_xnum,
+    "no PT_LOAD": no_load,
 }
 
 

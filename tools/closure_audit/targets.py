@@ -106,9 +106,11 @@ _SITE = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?:site|dist)-packages$")
 def tree_root_for_file(path: str) -> str | None:
     """The environment a lone file belongs to: the nearest enclosing venv or
     conda env, else the site-packages (or dist-packages) of a Python prefix,
-    else None. Of a bare prefix only site-packages is the tree, not the prefix:
-    /usr/local holds /usr/local/lib, a host directory, and often
-    /usr/local/cuda, the very host copy a tree must not rely on."""
+    else the outermost directory holding a *.dist-info folder (pip install
+    --target DIR, under any name; outermost, as packages may vendor their
+    own dist-info), else None. Of a bare prefix only site-packages is the
+    tree, not the prefix: /usr/local holds /usr/local/lib, a host directory,
+    and often /usr/local/cuda, the very host copy a tree must not rely on."""
     ancestors = []
     probe = os.path.dirname(path)
     while probe not in ("/", ""):
@@ -116,7 +118,16 @@ def tree_root_for_file(path: str) -> str | None:
         probe = os.path.dirname(probe)
     env = next((a for a in ancestors if os.path.exists(os.path.join(a, "pyvenv.cfg"))
                 or os.path.isdir(os.path.join(a, "conda-meta"))), None)
-    return env or next((a for a in ancestors if _SITE.search(a)), None)
+    return env or next((a for a in ancestors if _SITE.search(a)), None) or next(
+        (a for a in reversed(ancestors) if _holds_dist_info(a)), None)
+
+
+def _holds_dist_info(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as entries:
+            return any(e.name.endswith(".dist-info") and e.is_dir() for e in entries)
+    except OSError:
+        return False
 
 
 class Targets(namedtuple("Targets", "reals mode roots unrooted")):

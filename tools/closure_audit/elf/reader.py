@@ -39,6 +39,7 @@ STO_CUDA_ENTRY = 0x10  # st_other of a cubin's kernels; device functions and the
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
 DT_SONAME, DT_RPATH, DT_RUNPATH, DT_FLAGS_1 = 14, 15, 29, 0x6FFFFFFB
 PN_XNUM = 0xFFFF
+LOADABLE = (2, 3)  # ET_EXEC, ET_DYN
 SHN_LORESERVE = 0xFF00
 SHN_XINDEX = 0xFFFF
 
@@ -128,7 +129,7 @@ class ElfFile(namedtuple("ElfFile", _ELF_FIELDS, defaults=((), False))):
     def loadable(self) -> bool:
         """Executables and shared objects; relocatable objects, cores and
         debug-info files are not loaded."""
-        return self.type in (2, 3) and not self.debug_info
+        return self.type in LOADABLE and not self.debug_info
 
     @property
     def is_executable(self) -> bool:
@@ -254,7 +255,10 @@ class _Parser:
                 raise InvalidElf("section header table has no entries (e_shnum and section 0's sh_size are 0)")
         elif shnum or shstrndx:
             raise InvalidElf(f"e_shnum {shnum} / e_shstrndx {shstrndx} but no section header table (e_shoff 0)")
-        if phnum == PN_XNUM:
+        # glibc's loader and the kernel have no extended program header
+        # numbering: they read 0xffff program headers (ld.so: "cannot read
+        # file data"). Only other files (cores) keep the count in section 0.
+        if phnum == PN_XNUM and (cubin or self.e_type not in LOADABLE):
             if first is None:
                 raise InvalidElf("e_phnum is PN_XNUM but there is no section 0 to hold the count")
             phnum = first[7]
@@ -267,7 +271,8 @@ class _Parser:
         # The tables: inside the file, clear of the ELF header and of each other.
         tables = [(0, ehsize, "the ELF header")]
         if phnum:
-            tables.append(self._span(phoff, phnum * phentsize, f"{phnum} program headers"))
+            xnum = " (e_phnum 0xffff: the loader has no extended numbering)" if phnum == PN_XNUM else ""
+            tables.append(self._span(phoff, phnum * phentsize, f"{phnum} program headers{xnum}"))
         if shoff:
             tables.append(self._span(shoff, shnum * shentsize, f"{shnum} section headers"))
         self._disjoint(tables)
@@ -487,6 +492,8 @@ class _Parser:
                 raise InvalidElf(f"PT_PHDR at offset {offset:#x} ({filesz} bytes) does not describe the "
                                  f"program header table at {self.phoff:#x}")
 
+        if not self.loads and self.e_type in LOADABLE:
+            raise InvalidElf("no PT_LOAD segment: the loader maps nothing (\"object file has no loadable segments\")")
         needed: list[int] = []
         tags: dict[int, int] = {}
         if dynamic is not None:

@@ -35,6 +35,11 @@ class Findings:
         self._seen.add(key)
         self._items.append(Finding(rule, severity, message, file, fields))
 
+    def invalid_elf(self, problems) -> None:
+        """A file that cannot be read as ELF, or at all: (path, reason) pairs."""
+        for path, reason in problems:
+            self.add("invalid-elf", path, reason, reason=reason)
+
     def ignored(self, file: str) -> bool:
         """The policy's [ignore] paths drop `file`'s findings."""
         return self.ignore_roots is not None and self.policy.ignored(file, self.ignore_roots)

@@ -7,24 +7,21 @@ load (as the loader model resolves it: through a driver directory in the
 runpath in a Nix store, the host's directories in a tree); the user-space
 driver's version against the kernel module's; the driver against what the
 target's CUDA runtime needs; the GPUs and whether the target's GPU code runs
-on each. What they judge of a target, target_facts() takes from its audit.
+on each. What they judge of a target (TargetFacts) ops/doctor.py gathers:
+nothing here reads the disk.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import KW_ONLY, dataclass, field
 
 from ..cuda.redist import wheel_for
-from ..cuda import release
 from ..cuda.code import capability_table, runs_on
-from ..cuda.driver import TOOLKIT_DRIVER, at_least, library_version_from_name, needs, parse_version
+from ..cuda.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
 from ..cuda.release import Need, highest
-from ..host.probe import NIXOS_DRIVER_DIR, Host, find_library
-from ..host.root import Root
-from ..nix.storepath import name_part, top_store_path
+from ..host.probe import NIXOS_DRIVER_DIR, Host
 from .collector import Findings
-from .gpu import Kernels, group, verdict
+from .gpu import Kernels, verdict
 
 OK = "ok"  # a check that found nothing wrong; the other statuses are severities
 
@@ -69,7 +66,8 @@ class DriverUse:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetFacts:
-    """What the doctor needs to know of a target, read and resolved by the audit."""
+    """What the doctor needs to know of a target, read and resolved by the
+    audit (ops/doctor.py gathers it)."""
 
     targets: list[str]
     mode: str
@@ -77,7 +75,7 @@ class TargetFacts:
     needs: list[Need]  # every piece of evidence of the CUDA release the target needs
     runtime_missing: dict[str, str]  # libcudart.so.N needed but found nowhere -> an object that needs it
     compat: tuple[str, str | None] | None  # cuda_compat's libcuda in the target: (path, version)
-    gpu_code: dict[str, Kernels]  # file -> the GPU code it holds, with its kernels read on demand
+    gpu_code: dict[str, Kernels]  # file -> the GPU code it holds, the kernels judging needs read
     torch: str | None = None  # the version of the torch wheel in a tree
 
     @property
@@ -88,103 +86,6 @@ class TargetFacts:
     def release(self) -> tuple[int, int] | None:
         need = highest(self.needs)
         return need.release if need else None
-
-
-def target_facts(report, loader, host: Host) -> TargetFacts:
-    """What the doctor judges of a target, from its audit (ops/audit.py: the
-    report and the loader that resolved it)."""
-    from ..elf.fatbin import read_files  # like ops/doctor.py's audit: only for a target
-    from ..loader.model import DEFAULT, NOT_FOUND
-
-    env = loader.env
-    openers = {r.file for r in report.opened if r.klass == "driver" and r.name.startswith("libcuda.so")}
-    objects: dict[str, object] = {}
-    use = DriverUse(objects=[], driver_dirs=[], without=[], bundled=[], reached=[])
-    compat = None
-    names: list[tuple[str, str, str]] = [(r.file, r.name, "opens") for r in report.opened]
-    # libcudart.so.N -> whether the target's own search paths find it (the
-    # host's directories are looked at under --host-root below, not here).
-    runtime_found: dict[str, bool] = {}
-    for r in report.opened:
-        if r.name.startswith("libcudart.so."):
-            runtime_found[r.name] = runtime_found.get(r.name, False) or (r.path is not None and r.how != DEFAULT)
-    for chain in report.chains:
-        for obj in chain.objects:
-            for res in obj.resolutions:
-                if res.needed.startswith("libcudart.so."):
-                    found = res.path is not None and res.how not in (NOT_FOUND, DEFAULT)
-                    runtime_found[res.needed] = runtime_found.get(res.needed, False) or found
-            if obj.leaf or obj.real in objects:
-                continue
-            objects[obj.real] = obj.elf
-            names.extend((obj.real, n, "DT_NEEDED") for n in obj.elf.needed)
-            if obj.elf.soname:
-                names.append((obj.real, obj.elf.soname, "SONAME"))
-            if obj.real not in openers and not any(n.startswith("libcuda.so") for n in obj.elf.needed):
-                continue
-            use.objects.append(obj.real)
-            dirs = loader.search_path(obj, chain.root)
-            res = loader.find("libcuda.so.1", dirs, chain.root.elf.abi_key())
-            if res.how not in (NOT_FOUND, DEFAULT) and env.inside(loader.realpath(res.path)):
-                real = loader.realpath(res.path)
-                if "cuda_compat" in real or "/compat/" in real:
-                    compat = compat or (res.path, library_version_from_name(os.path.basename(real)))
-                elif res.path not in use.bundled:
-                    use.bundled.append(res.path)
-                continue
-            if env.nix:
-                on_path = [d.path for d in dirs if d.path in env.driver_dirs]
-                if not on_path:
-                    use.without.append(obj.real)
-                use.driver_dirs.extend(d for d in on_path if d not in use.driver_dirs)
-    root = Root(host.root)
-    use.reached = [d for d in use.driver_dirs if root.isfile(f"{d.rstrip('/')}/libcuda.so.1")]
-    needs = release.from_names(names)
-    for path in objects:
-        store = top_store_path(path)
-        need = release.from_file(path, name_part(store) if store else None)
-        if need:
-            needs.append(need)
-    torch = None
-    for directory in _package_dirs(list(objects), env):
-        try:
-            entries = sorted(os.listdir(directory))
-        except OSError:  # a directory above the tree that this user cannot list
-            continue
-        needs.extend(release.from_packages(directory, entries))
-        torch = torch or release.torch_version(entries)
-    # The runtime a tree's objects do not find themselves comes from the
-    # host's directories, if at all; a store path never looks there.
-    missing = {}
-    for name, found in sorted(runtime_found.items()):
-        if not found and (env.nix or find_library(root, host.driver_dirs, name) is None):
-            missing[name] = next((f for f, n, _ in names if n == name), report.targets[0])
-    code = {p: Kernels(p, group(fc.entries)) for p, fc in read_files(sorted(objects), deep=False).items()}
-    return TargetFacts(targets=report.targets, mode=report.mode, driver=use, needs=needs, runtime_missing=missing,
-                       compat=compat, gpu_code=code, torch=torch)
-
-
-def _package_dirs(objects: list[str], env) -> list[str]:
-    """The directories where Python packages of the target lie: each object's
-    directory and those above it, within its store path, or within its
-    tree's parent (a target `site-packages/torch` has its dist-info beside it)."""
-    seen: set[str] = set()
-    out = []
-    for path in objects:
-        top = top_store_path(path)
-        if top is None:
-            top = next((os.path.dirname(r) for r in env.tree_roots if path.startswith(r.rstrip("/") + "/")), None)
-        if top is None:
-            continue
-        d = os.path.dirname(path)
-        while d not in seen and (d + "/").startswith(top.rstrip("/") + "/"):
-            seen.add(d)
-            if os.path.isdir(d):
-                out.append(d)
-            if d == top:
-                break
-            d = os.path.dirname(d)
-    return out
 
 
 def _reach_fixes(driver_dir: str, host: Host) -> list[Fix]:
@@ -300,7 +201,7 @@ class DoctorJudge:
                                  "it with the driver directory)")])
             return True, None
         without = target.driver.without
-        if without:
+        if without and self.host.env_driver is None:
             shell = [Fix(f"for one shell: export LD_LIBRARY_PATH={_dir(d.path)}",
                          "every library in that directory goes ahead of the closure's own")] if d else []
             self.line("driver-library", f"{without[0]} loads libcuda.so.1 but has no driver directory in its "
@@ -338,6 +239,8 @@ class DoctorJudge:
         if target is None:
             if h.kind == "nixos" or d.path.startswith(NIXOS_DRIVER_DIR):
                 self.line("driver-library", f"driver at {found}")
+            elif h.nix_driver or h.env_driver:
+                self.line("driver-library", f"driver at {found}; Nix programs find it {_nix_way(h)}")
             else:
                 self.line("driver-library", f"the host keeps its driver at {found}; Nix programs look in "
                           f"{NIXOS_DRIVER_DIR}, which this host does not have", rule="no-driver-directory",
@@ -348,9 +251,11 @@ class DoctorJudge:
             self.line("driver-library", f"no object of the target loads libcuda.so.1; the host's driver is at {found}")
             return d.version
         reached = use.reached
-        if reached:
+        if reached or h.env_driver:
+            # LD_LIBRARY_PATH goes ahead of every runpath.
+            way = _nix_way(h) if h.env_driver else f"through {reached[0]}"
             self.line("driver-library", f"the target's {len(use.objects)} object{'s' * (len(use.objects) != 1)} "
-                      f"loading libcuda.so.1 find it through {reached[0]}: {found}")
+                      f"loading libcuda.so.1 find it {way}: {found}")
             return d.version
         self.line("driver-library", f"the target finds the driver only through {', '.join(use.driver_dirs)}, which "
                   f"this host does not have; the host's driver is at {found}", rule="driver-unreachable",
@@ -459,7 +364,6 @@ class DoctorJudge:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability unknown ({g.source})",
                           rule="gpu-capability-unknown", file=g.source)
                 continue
-            major, minor = (int(x) for x in g.capability.split("."))
             if g.model_capability is not None and g.model_capability != g.capability:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source}); the model "
                           f"table gives {g.model_capability} for {g.model!r} ({g.model_source}): {g.source}'s "
@@ -467,7 +371,7 @@ class DoctorJudge:
                           capability=g.capability, model_capability=g.model_capability)
             else:
                 self.line("gpus", f"GPU {i}: {g.name}, compute capability {g.capability} ({g.source})")
-            out.append((f"GPU {i} ({g.name}, {g.capability})", (major, minor)))
+            out.append((f"GPU {i} ({g.name}, {g.capability})", g.device))
         return out
 
     def gpu_code(self, target: TargetFacts, devices: list[tuple[str, tuple[int, int]]]) -> None:
@@ -535,6 +439,13 @@ def _distinct(evidence: list[Need]) -> list[Need]:
             seen.add((n.label, n.source))
             out.append(n)
     return out
+
+
+def _nix_way(host: Host) -> str:
+    """How a Nix program finds the driver without a driver directory of its own."""
+    if host.env_driver:
+        return f"through LD_LIBRARY_PATH ({host.env_driver}, for this shell only)"
+    return f"in {NIXOS_DRIVER_DIR} ({host.nix_driver})"
 
 
 def _dir(path: str) -> str:

@@ -95,6 +95,15 @@ class Kernels:
                 out |= names
         return out
 
+    def read_for(self, devices: list[tuple[int, int]], usable=serves) -> None:
+        """Read now the kernels verdict() may ask for on `devices` (those of
+        every code, where no cubin serves a device), so that judging reads
+        nothing."""
+        codes = self.codes()
+        if any(not any(usable(c, d) for c in codes if c.kind == "sm") for d in devices):
+            for c in codes:
+                self.of(c)
+
     def hold_any(self, codes) -> bool:
         """Whether any of `codes` defines a kernel (or may)."""
         return any((names := self.of(c)) is None or names for c in codes)

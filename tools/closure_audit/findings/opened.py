@@ -228,8 +228,7 @@ def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, names: 
     judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf}, names)
     for chain in resolved.chains:
         judge.judge(chain)
-    for path, reason in judge.problems:
-        findings.add("invalid-elf", path, reason, reason=reason)
+    findings.invalid_elf(judge.problems)
     return judge
 
 

@@ -4,7 +4,6 @@ version, and its GPUs with their compute capabilities."""
 
 from __future__ import annotations
 
-import fnmatch
 import mmap
 import os
 import re
@@ -39,6 +38,11 @@ class Gpu:
     model_source: str | None = None
     model: str | None = None
 
+    @property
+    def device(self) -> tuple[int, int] | None:
+        """The capability as (major, minor)."""
+        return None if self.capability is None else tuple(int(x) for x in self.capability.split("."))
+
 
 @dataclass
 class DriverLibrary:
@@ -57,6 +61,11 @@ class Host:
     container: str | None = None
     driver_dirs: list[str] = field(default_factory=list)  # the host's directories holding the driver
     driver: DriverLibrary | None = None
+    # The driver as Nix programs find it besides a runpath: libcuda.so.1 in the
+    # driver directory (/run/opengl-driver/lib), and in a directory of this
+    # shell's LD_LIBRARY_PATH (host paths, under the root): their host paths.
+    nix_driver: str | None = None
+    env_driver: str | None = None
     kernel_module: str | None = None  # version, or None when not loaded (or none: WSL, old Jetson)
     kernel_module_text: str | None = None
     tegra_release: str | None = None  # "R36.3.0"
@@ -99,32 +108,11 @@ def _tegra_release(root: Root) -> str | None:
     return f"R{m[1]}.{m[2]}" if m else "unknown release"
 
 
-def ld_so_conf_dirs(root: Root, path: str = "/etc/ld.so.conf", depth: int = 0) -> list[str]:
-    """The directories ld.so.conf names, includes followed, under the root."""
-    text = root.read_text(path)
-    out: list[str] = []
-    for line in (text or "").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("hwcap "):
-            continue
-        if line.startswith("include ") and depth < 8:
-            for pattern in line.split()[1:]:
-                if not pattern.startswith("/"):
-                    pattern = os.path.join(os.path.dirname(path), pattern)
-                folder, glob = os.path.split(pattern)
-                for name in root.listdir(folder):
-                    if fnmatch.fnmatchcase(name, glob):
-                        out.extend(ld_so_conf_dirs(root, os.path.join(folder, name), depth + 1))
-        else:
-            out.extend(d for d in re.split(r"[\s,:]+", line) if d.startswith("/"))
-    return out
-
-
 def host_library_dirs(root: Root, kind: str) -> list[str]:
     """Where this host's loader looks, the kind's own driver directory first."""
     first = {"nixos": [NIXOS_DRIVER_DIR], "wsl": [WSL_DRIVER_DIR], "jetson": list(TEGRA_DIRS)}.get(kind, [])
     out = []
-    for d in first + ld_so_conf_dirs(root) + list(SYSTEM_DIRS):
+    for d in first + root.ld_so_conf() + list(SYSTEM_DIRS):
         if d not in out:
             out.append(d)
     return out
@@ -255,6 +243,9 @@ def probe(root_dir: str = "/") -> Host:
     host = Host(root.path, kind, description, distribution, container=container, tegra_release=tegra)
     host.driver_dirs = host_library_dirs(root, kind)
     host.driver = find_driver(root, host.driver_dirs)
+    host.nix_driver = find_library(root, [NIXOS_DRIVER_DIR], DRIVER_LIBRARY)
+    env_dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d.startswith("/")]
+    host.env_driver = find_library(root, env_dirs, DRIVER_LIBRARY)
     host.kernel_module_text = root.read_text("/proc/driver/nvidia/version")
     host.kernel_module = kernel_module_version(host.kernel_module_text)
     _gpus_from_smi(root, host)

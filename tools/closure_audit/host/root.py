@@ -5,8 +5,8 @@ commands are found on PATH under the root."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
-import subprocess
 
 
 class Root:
@@ -18,6 +18,13 @@ class Root:
         if self.path == "/":
             return host_path
         return os.path.join(self.path, host_path.lstrip("/"))
+
+    def here(self, host_path: str) -> str:
+        """Where a host path lies on this machine, its links resolved inside
+        the root; under / the path as it is."""
+        if self.path == "/":
+            return host_path
+        return self.local(self.resolve(host_path) or host_path)
 
     def resolve(self, host_path: str) -> str | None:
         """The host path with every symlink resolved inside the root; None for
@@ -65,6 +72,37 @@ class Root:
         except OSError:
             return []
 
+    def glob(self, pattern: str) -> list[str]:
+        """The host paths matching an absolute shell pattern, sorted, as glob(3)."""
+        found = ["/"]
+        for part in (p for p in pattern.split("/") if p):
+            if not any(c in part for c in "*?["):
+                found = [os.path.join(f, part) for f in found]
+                continue
+            found = [os.path.join(f, name) for f in found for name in self.listdir(f)
+                     if fnmatch.fnmatchcase(name, part) and (part.startswith(".") or not name.startswith("."))]
+        return sorted(f for f in found if self.exists(f))
+
+    def ld_so_conf(self, path: str = "/etc/ld.so.conf", _depth: int = 0) -> list[str]:
+        """The directories ld.so.conf names, in order, its includes followed:
+        what ldconfig indexes in ld.so.cache. As ldconfig reads it: one
+        directory a line, an old `=TYPE` suffix and trailing slashes dropped;
+        relative names, which depend on ldconfig's working directory, skipped."""
+        out: list[str] = []
+        for line in (self.read_text(path) or "").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line or line.startswith("hwcap "):
+                continue
+            if line.startswith("include ") and _depth < 8:
+                for pattern in line.split()[1:]:
+                    if not pattern.startswith("/"):
+                        pattern = os.path.join(os.path.dirname(path), pattern)
+                    for included in self.glob(pattern):
+                        out.extend(self.ld_so_conf(included, _depth + 1))
+            elif line.startswith("/"):
+                out.append(line.split("=", 1)[0].strip().rstrip("/") or "/")
+        return out
+
     def read_text(self, host_path: str, limit: int = 1 << 20) -> str | None:
         real = self.resolve(host_path)
         if real is None:
@@ -88,6 +126,8 @@ class Root:
     def run(self, host_path: str, args: list[str], timeout: float = 20) -> tuple[int, str, str] | None:
         """Run a command found under the root: (status, stdout, stderr), or
         None when it cannot be started or does not finish in time."""
+        import subprocess  # the loader model reads ld.so.conf through a Root: its start-up stays lean
+
         real = self.resolve(host_path)
         if real is None:
             return None
@@ -97,3 +137,35 @@ class Root:
         except (OSError, subprocess.TimeoutExpired):
             return None
         return p.returncode, p.stdout, p.stderr
+
+
+class RootFiles:
+    """The files an audit reads (elf/files.py), with those under a host's
+    root seen as Root sees them: an absolute link there starts again at the
+    root, so the loader model follows the host's links, not this machine's."""
+
+    def __init__(self, files, root: Root):
+        self._files = files
+        self._root = root
+        self._prefix = root.path.rstrip("/") + "/"
+
+    def _here(self, path: str) -> str:
+        return self._root.here(path[len(self._prefix) - 1:]) if path.startswith(self._prefix) else path
+
+    def realpath(self, path: str) -> str:
+        return self._files.realpath(self._here(path))
+
+    def listdir(self, directory: str):
+        return self._files.listdir(self._here(directory))
+
+    def identity(self, path: str):
+        return self._files.identity(self._here(path))
+
+    def read_elf(self, path: str):
+        return self._files.read_elf(self._here(path))
+
+    def open(self, path: str):
+        return self._files.open(self._here(path))
+
+    def same_contents(self, a: str, b: str) -> bool:
+        return self._files.same_contents(self._here(a), self._here(b))

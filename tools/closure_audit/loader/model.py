@@ -24,7 +24,6 @@ there is marked as coming from the host.
 from __future__ import annotations
 
 import fnmatch
-import glob
 import os
 import re
 from dataclasses import KW_ONLY, dataclass, field
@@ -32,6 +31,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from ..util import under
 from ..elf.files import HostFiles
 from ..elf.reader import ElfFile, InvalidElf
+from ..host.root import Root
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES, GLIBC_FAMILY
 
 
@@ -41,6 +41,10 @@ ALREADY_LOADED, PRELOADED = "already-loaded", "preloaded"
 DRIVER, PATH, NOT_FOUND = "driver", "path", "not-found"
 
 _DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?=/|$))")
+
+# glibc's built-in search directories after ld.so.cache (Debian's multiarch ones first).
+BUILTIN_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 
 _PLATFORMS = {62: "x86_64", 3: "i686", 183: "aarch64", 40: "arm", 21: "ppc64", 22: "s390x", 243: "riscv64"}
 
@@ -67,6 +71,7 @@ class Environment:
     host_allowed: tuple[str, ...] = C_RUNTIME_FAMILY
     lib_token: str | None = None
     platform_token: str | None = None
+    host_root: str = "/"  # the host's files lie under it (doctor's --host-root); host_dirs are here already
 
     @property
     def nix(self) -> bool:
@@ -85,7 +90,7 @@ class Environment:
     def lib(self, elf: ElfFile) -> str:
         if self.lib_token is not None:
             return self.lib_token
-        return "lib" if self.nix else host_lib_token(elf)
+        return "lib" if self.nix else host_lib_token(elf, self.host_root)
 
     def platform(self, elf: ElfFile) -> str:
         return self.platform_token or _PLATFORMS.get(elf.machine, "")
@@ -94,51 +99,29 @@ class Environment:
         return matches_any(name, self.driver_libraries)
 
 
-def host_lib_token(elf: ElfFile) -> str:
-    """What this host's glibc substitutes for $LIB: Debian's multiarch
+def host_lib_token(elf: ElfFile, host_root: str = "/") -> str:
+    """What the host's glibc substitutes for $LIB: Debian's multiarch
     directory, else lib64 for 64-bit objects where /lib64 is a real directory."""
+    root = Root(host_root)
     triplets = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu"}
     triplet = triplets.get(elf.machine)
-    if triplet and os.path.isdir(f"/lib/{triplet}"):
+    if triplet and root.isdir(f"/lib/{triplet}"):
         return f"lib/{triplet}"
-    if elf.elf_class == 64 and os.path.isdir("/lib64") and not os.path.islink("/lib64"):
+    if elf.elf_class == 64 and root.isdir("/lib64") and not os.path.islink(root.local("/lib64")):
         return "lib64"
     return "lib"
 
 
-def read_ld_so_conf(path: str = "/etc/ld.so.conf", _depth: int = 0) -> list[str]:
-    """Directories named by ld.so.conf and the files it includes, in order."""
-    dirs: list[str] = []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return dirs
-    for line in lines:
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("hwcap "):
-            continue
-        if line.startswith("include ") and _depth < 8:
-            for pattern in line.split()[1:]:
-                if not os.path.isabs(pattern):
-                    pattern = os.path.join(os.path.dirname(path), pattern)
-                for inc in sorted(glob.glob(pattern)):
-                    dirs.extend(read_ld_so_conf(inc, _depth + 1))
-        else:
-            dirs.extend(d for d in re.split(r"[\s,:]+", line) if d)
-    return dirs
-
-
-def default_host_dirs() -> tuple[str, ...]:
+def default_host_dirs(host_root: str = "/") -> tuple[str, ...]:
     """The host's search list after the runpaths: ld.so.conf's directories
-    (what ld.so.cache indexes) and then the built-in system directories."""
-    builtin = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-               "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-               "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    (what ld.so.cache indexes) and then the built-in system directories, of
+    the host under `host_root` (doctor's --host-root): where they lie here."""
+    root = Root(host_root)
     out: list[str] = []
-    for d in read_ld_so_conf() + builtin:
-        if d not in out and os.path.isdir(d):
-            out.append(d)
+    for d in root.ld_so_conf() + list(BUILTIN_DIRS):
+        here = root.here(d)
+        if here not in out and root.isdir(d):
+            out.append(here)
     return tuple(out)
 
 

@@ -33,8 +33,7 @@ def archs(targets: list[str], policy, request, deep: bool, progress=None, kernel
     report = ArchReport(targets=walked.targets, mode=walked.mode, deep=deep, request=request, elf_files=len(paths))
     findings = Findings(policy, walked.mode, walked.scope)
     judge = GpuJudge(request, findings)
-    for path, reason in walked.scan.problems:
-        findings.add("invalid-elf", path, reason, reason=reason)
+    findings.invalid_elf(walked.scan.problems)
     for path, code in read_files(paths, deep, progress=progress).items():
         if code.entries or code.problems:
             f = FileArchs(path, code.containers, group(code.entries), code.problems)

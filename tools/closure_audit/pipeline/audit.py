@@ -1,0 +1,138 @@
+"""The loading audit of a set of targets, what `audit` and `doctor` both run:
+read every ELF file, resolve every load chain, judge what loads and what is
+opened (and, for a Nix closure, its forbidden paths)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..elf.strings import NameReader
+from ..elf.walk import walk_targets
+from ..errors import TargetError
+from ..findings.collector import Findings
+from ..findings.loading import FromHost, judge_loading, plugins
+from ..findings.opened import judge_opened
+from ..findings.rules import has_error
+from ..host.root import Root, RootFiles
+from ..loader import model as ld
+from ..loader.chains import resolve
+from ..nix.storepath import store_dir
+
+
+class Report:
+    """What an audit found."""
+
+    def __init__(self, *, targets: list[str], mode: str, env, files: int = 0, elf_files: int = 0,
+                 entry_points: list[str] | None = None, findings: list | None = None, skipped_links: int = 0,
+                 opened: list | None = None, bytes_scanned: int = 0, chains: list | None = None,
+                 explanations: list | None = None):
+        self.targets = targets
+        self.mode = mode
+        self.env = env  # loader.model.Environment
+        self.files = files
+        self.elf_files = elf_files
+        self.entry_points = entry_points or []
+        self.findings = findings or []
+        self.skipped_links = skipped_links
+        self.opened = opened or []  # findings.opened.Row: what objects open at run time
+        self.bytes_scanned = bytes_scanned  # of read-only data, for the names
+        self.chains = chains or []  # loader.model.Chain: every load chain resolved
+        self.explanations = explanations or []  # of the forbidden paths in the closure
+
+    @property
+    def failed(self) -> bool:
+        return has_error(self.findings)
+
+
+def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/"):
+    """What the loader model assumes of the machine, from the policy; the
+    host's directories are those of the host under `host_root`."""
+    host_dirs = ()
+    if mode == "tree":
+        host_dirs = (ld.default_host_dirs(host_root) if policy.host_dirs is None else
+                     tuple(Root(host_root).here(d) for d in policy.host_dirs))
+    return ld.Environment(
+        mode=mode, store_dir=store_dir(), tree_roots=roots, host_dirs=host_dirs,
+        driver_dirs=policy.driver_dirs, driver_libraries=policy.driver_libraries,
+        host_allowed=policy.host_allowed, lib_token=policy.lib_token,
+        platform_token=policy.platform_token, host_root=Root(host_root).path,
+    )
+
+
+def audit(targets: list[str], policy, root: str | None = None,
+          progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
+          host_root: str = "/"):
+    """Read, resolve, judge: (the report, the loader that resolved it). With
+    `closure` (the Nix closure of store-path targets), its forbidden paths are
+    judged too, by the pipeline `why` runs. A target that holds no ELF file,
+    or none that is valid, is an error: nothing would have been audited.
+    `need_root`: a lone file whose tree cannot be told is an error rather
+    than a tree of its own directory, which would call every library beside
+    the file's directory the host's. `host_root`: where the host's files lie
+    (doctor's --host-root): its ld.so.conf and default directories."""
+    # The library names in read-only data are searched while the walk goes on
+    # (in files on disk: a wheel's members are read for their ELF facts only).
+    names = NameReader()
+    try:
+        walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
+                              progress=progress,
+                              found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic
+                              and os.path.isfile(path) else None)
+        check_found(walked)
+        if need_root and walked.unrooted:
+            raise TargetError(f"{walked.unrooted[0]}: no venv, conda env or Python site-packages encloses it, "
+                              f"so the tree its libraries must resolve in is unknown: pass --root DIR")
+    except BaseException:
+        names.close()
+        raise
+    env = environment(walked.mode, walked.roots, policy, host_root)
+    findings = Findings(policy, walked.mode, walked.scope)
+    findings.invalid_elf(walked.scan.problems)
+    files = walked.files if env.host_root == "/" else RootFiles(walked.files, Root(env.host_root))
+    loader = ld.Loader(env, known=walked.scan.elf, files=files)
+    resolved = resolve(loader, walked.scan.elf)
+    read = names.results()
+    for path in walked.scan.elf:
+        if path not in read and not os.path.isfile(path):
+            read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
+    # What is opened first: it tells which entry points are plugins.
+    from_host = FromHost()
+    opened = judge_opened(loader, resolved, findings, read, from_host)
+    judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
+    from_host.report(findings)
+    explanations = []
+    if closure is not None:
+        from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
+
+        explanations = forbidden_paths(closure, policy, findings, progress=progress)
+    report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,
+                    elf_files=len(walked.scan.elf), entry_points=resolved.entry_points, findings=findings.sorted(),
+                    skipped_links=walked.scan.skipped_links, opened=opened.rows,
+                    bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations)
+    return report, loader
+
+
+def check_found(walked) -> None:
+    """Every target must hold a valid ELF file, except a store path, whose
+    closure is audited all the same: a target that is a saved closure, holds
+    no ELF file or only broken ones says so instead of passing."""
+    for target in walked.targets:
+        found = walked.scan.targets.get(target)
+        if found is None or found.elf:
+            continue
+        if found.invalid:
+            path, reason = found.invalid[0]
+            if path == target:
+                raise TargetError(f"{target} is not a valid ELF file: {reason}")
+            raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
+        if walked.mode == "nix-store" and os.path.isdir(target):
+            continue
+        from ..closure.graph import looks_like_dump  # numpy and igraph: only where needed, start-up stays lean
+
+        if os.path.isfile(target) and looks_like_dump(target):
+            raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
+                              f"paths it describes as targets), or `closure-audit why {target}`")
+        raise TargetError(f"no ELF files in {target}")
+
+
