@@ -1,18 +1,13 @@
 # shellcheck shell=bash
 #
 # Split an NVIDIA redistributable, installed into $out, across its outputs:
-#
-#   stubs    anything under a stubs/ directory (lib/stubs/libcuda.so)
-#   samples  anything under a samples/ or sample/ directory
-#   doc      doc/, docs/, man/, share/doc/, share/man/, share/info/
-#   dev      include/, headers anywhere, pkg-config and CMake files
-#   static   *.a
-#   lib      shared libraries and their symlinks in lib/ or lib64/
-#   bin      executables and symlinks in bin/
-#
-# in that order of precedence; everything else (LICENSE, ...) stays in out.
-# tools/redist_features/layout.py holds the same rules (the output lists in
-# pkgs/cuda/outputs are made with it) and the tests check that both agree.
+# stubs, samples, doc, dev, static, lib, bin, by the rules of
+# lib/data/redist-split-rules.txt (docs/redist-features.md): the first rule
+# that holds for a file names its output; everything else (LICENSE, ...)
+# stays in out. makeSetupHook puts the rules' text into this file
+# (substitutions.redistSplitRules, overlays/hooks.nix), and
+# tools/redist_features/layout.py reads the same file to make the output
+# lists in pkgs/cuda/outputs: one copy of the rules.
 #
 # splitRedistOutputs moves the files and then fails the build when a declared
 # output is empty, when a symlink no longer resolves, or when an output holds
@@ -37,33 +32,53 @@ _redistOutputNames() {
   getAllOutputNames 2>/dev/null || echo "${outputs:-out}"
 }
 
-# Sets _redistTarget to the output a file belongs to (a variable, not
-# output, so that thousands of headers cost no subshell each).
-_redistOutputOf() {
-  local path=$1 kind=$2 executable=$3
-  local name=${path##*/} top=${path%%/*} parent=""
-  [[ $path == */* ]] && parent=/${path%/*}/
-  _redistTarget=out
-  case $parent in */stubs/*) _redistTarget=stubs; return ;; esac
-  case $parent in */samples/* | */sample/*) _redistTarget=samples; return ;; esac
-  case $top in doc | docs | man) _redistTarget=doc; return ;; esac
-  case $path in share/doc/* | share/man/* | share/info/*) _redistTarget=doc; return ;; esac
-  [[ $top == include ]] && { _redistTarget=dev; return; }
-  case $name in *.h | *.hh | *.hpp | *.hxx | *.cuh | *.inl | *.cmake) _redistTarget=dev; return ;; esac
-  case $path in
-    lib/pkgconfig/* | lib64/pkgconfig/* | share/pkgconfig/* | pkg-config/* | pkgconfig/* | lib/cmake/* | lib64/cmake/* | share/cmake/*)
-      _redistTarget=dev
-      return
-      ;;
-  esac
-  case $name in *.a) _redistTarget=static; return ;; esac
-  if [[ $top == lib || $top == lib64 ]]; then
-    case $name in *.so | *.so.*) _redistTarget=lib; return ;; esac
-  fi
-  if [[ $top == bin ]] && [[ $kind == link || $executable == 1 ]]; then
-    _redistTarget=bin
-  fi
+# The rules, as makeSetupHook substitutes them.
+read -r -d '' _redistSplitRules <<'REDIST_SPLIT_RULES' || true
+@redistSplitRules@
+REDIST_SPLIT_RULES
+
+# _redistOutputOf PATH KIND EXECUTABLE sets _redistTarget to the output a
+# file belongs to (a variable, not output, so that thousands of headers cost
+# no subshell each). It is made once, here, from the rules: a rule becomes
+# nested case statements, one a test, so a file costs what hand-written case
+# statements cost. A test's subject: dir matches /PARENT/DIRS/ with */NAME/*.
+_redistCompileRules() {
+  local line output rule alts test pattern body="" i
+  local -a tests patterns
+  local -A subject=([dir]='$parent' [top]='$top' [path]='$path' [name]='$name' [kind]='$kind')
+  while read -r line; do
+    [[ -z $line || $line == '#'* ]] && continue
+    output=${line%%[[:space:]]*}
+    read -r -a tests <<<"${line#"$output"}"
+    if ((${#tests[@]} == 0)); then
+      echo "split-redist-outputs: a rule without a test: $line" >&2
+      return 1
+    fi
+    rule="_redistTarget=$output; return"
+    for ((i = ${#tests[@]} - 1; i >= 0; i--)); do
+      test=${tests[i]%%=*}
+      if [[ -z ${subject[$test]-} ]]; then
+        echo "split-redist-outputs: unknown test '$test' in the rule: $line" >&2
+        return 1
+      fi
+      IFS=, read -r -a patterns <<<"${tests[i]#*=}"
+      alts=""
+      for pattern in "${patterns[@]}"; do
+        [[ $test == dir ]] && pattern="*/$pattern/*"
+        alts+="${alts:+ | }$pattern"
+      done
+      rule="case ${subject[$test]} in $alts) $rule ;; esac"
+    done
+    body+="$rule"$'\n'
+  done <<<"$_redistSplitRules"
+  eval "_redistOutputOf() {
+    local path=\$1 kind=\$2 name=\${1##*/} top=\${1%%/*} parent=''
+    [[ \$path == */* ]] && parent=/\${path%/*}/
+    [[ \$kind == file && \$3 == 1 ]] && kind=executable
+    _redistTarget=out
+    $body}"
 }
+_redistCompileRules || return 1  # a rule it cannot read fails the build's setup
 
 # Whether an output is declared; the callers set _redistNames once.
 _redistDeclared() {

@@ -10,8 +10,10 @@ final: prev: {
     substitutions = { inherit (final.addDriverRunpath) driverLink; };
   } ../hooks/auto-add-opengl-runpath-hook.sh;
 
-  # Splits an NVIDIA redistributable across its outputs (hooks/split-redist-outputs.sh).
+  # Splits an NVIDIA redistributable across its outputs (hooks/split-redist-outputs.sh),
+  # by the rules redist-features reads too (lib/data/redist-split-rules.txt).
   splitRedistOutputsHook = final.makeSetupHook {
     name = "split-redist-outputs-hook";
+    substitutions.redistSplitRules = builtins.readFile ../lib/data/redist-split-rules.txt;
   } ../hooks/split-redist-outputs.sh;
 }

@@ -17,12 +17,14 @@ from conftest import validate
 from parts import require
 from closure_audit.errors import TargetError
 from closure_audit.findings.policy import Policy, parse_policy
+from closure_audit.targets import resolve_target
 
 pytestmark = pytest.mark.fhs
 
 
 def audit(*targets, policy: Policy | None = None, **kw):
-    return run_audit([str(t) for t in targets], policy or Policy(), **kw)[0]
+    """The audit of the targets, resolved first as commands/ resolve them."""
+    return run_audit([resolve_target(str(t), installables=False).path for t in targets], policy or Policy(), **kw)[0]
 
 
 def rules(report) -> dict[str, list]:

@@ -656,6 +656,7 @@ def test_hooks_overlay_and_the_driver_runpath_opt_in():
               props = map (x: x.name) hooks.autoAddOpenGLRunpathHook.stubArgs.propagatedBuildInputs;
               inherit (hooks.autoAddOpenGLRunpathHook.stubArgs) substitutions; }};
         split = toString hooks.splitRedistOutputsHook.stubArgs.script;
+        splitRules = hooks.splitRedistOutputsHook.stubArgs.substitutions;
         default = default.autoAddDriverRunpath.name;
         optIn = optIn.autoAddDriverRunpath.name;
         # nixpkgs' own members: untouched by default, rebuilt with the opt-in.
@@ -670,6 +671,8 @@ def test_hooks_overlay_and_the_driver_runpath_opt_in():
                         # nixpkgs' addDriverRunpath.driverLink, not a path written by hand.
                         "substitutions": {"driverLink": "/run/opengl-driver"}}
     assert got["split"] == str(ROOT / "hooks/split-redist-outputs.sh")
+    # The split rules, as redist-features reads them: the one copy.
+    assert got["splitRules"] == {"redistSplitRules": (ROOT / "lib/data/redist-split-rules.txt").read_text()}
     assert got["default"] == "auto-add-driver-runpath-hook" and got["optIn"] == "auto-add-opengl-runpath-hook"
     assert "auto-add-driver-runpath-hook" in got["gdbDefault"] and "auto-add-opengl-runpath-hook" in got["gdbOptIn"]
     assert got["sameDefault"] is True and got["sameOptIn"] is False

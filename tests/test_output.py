@@ -207,3 +207,39 @@ def test_one_file_is_one_file(build):
     build.lib("libone.so")
     p = run_cli("audit", str(build.root))
     assert "1 file, 1 ELF, 1 entry point" in p.stdout and "1 files" not in p.stdout
+
+
+def test_every_command_has_one_way_out():
+    """Each command's run() returns output.show(result, ...): the result of
+    its ops/ module, whose `command` names a view of output.VIEWS whose
+    functions exist and take the whole result (nothing in commands/ or
+    output/ is called with a splat)."""
+    import ast
+    import importlib
+    import re
+    from pathlib import Path
+
+    from closure_audit import output
+    from closure_audit.cli import COMMANDS
+    from closure_audit.output import html, json_report, markdown
+
+    top = Path(output.__file__).parent.parent
+    assert set(output.VIEWS) == set(COMMANDS)
+    for name in COMMANDS:
+        ops = importlib.import_module(f"closure_audit.ops.{name.replace('-', '_')}")
+        assert ops.Result.command == name and isinstance(ops.Result.failed, property)
+        view = output.VIEWS[name]
+        assert view.json is None or callable(getattr(json_report, view.json))
+        assert view.markdown is None or callable(getattr(markdown, view.markdown))
+        assert view.page is None or callable(getattr(html, view.page))
+        module, function = view.terminal.split(":")
+        assert callable(getattr(importlib.import_module(f"closure_audit.output.terminal.{module}"), function))
+        run = next(n for n in ast.parse((top / f"commands/{name.replace('-', '_')}.py").read_text()).body
+                   if isinstance(n, ast.FunctionDef) and n.name == "run")
+        returns = [n for n in ast.walk(run) if isinstance(n, ast.Return)]
+        assert len(returns) == 1 and ast.unparse(returns[0].value).startswith("output.show(result"), name
+    for path in [*(top / "commands").glob("*.py"), *(top / "output").rglob("*.py")]:
+        splats = [n.lineno for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
+                  and any(isinstance(a, ast.Starred) for a in n.args)
+                  and re.search(r"render|_json$|_markdown$|_page$", ast.unparse(n.func))]
+        assert not splats, (path, splats)

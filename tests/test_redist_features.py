@@ -13,11 +13,11 @@ import zipfile
 
 import pytest
 
+import hookfile
 import redist_fixture
 from conftest import ROOT
-from redist_features.layout import OUTPUTS, output_of
-
-HOOK = ROOT / "hooks/split-redist-outputs.sh"
+from hookfile import split_hook  # noqa: F401 (a fixture)
+from redist_features.layout import OUTPUTS, output_of, rules
 
 
 def run_tool(*args, **kw):
@@ -55,8 +55,18 @@ def test_terminal_summary(demo):
     assert p.returncode == 0 and p.stdout.startswith("libdemo 13.0.1 [tarball]: bin (1), lib (2), static (1)")
 
 
-def test_rules_agree_with_the_split_hook(demo):
-    """layout.py and hooks/split-redist-outputs.sh classify every path alike."""
+def _hook_outputs(hook, cases) -> list[str]:
+    """The output the hook gives each (path, kind, executable)."""
+    script = f'source "{hook}"; while IFS=$\'\\t\' read -r p k x; do _redistOutputOf "$p" "$k" "$x"; ' \
+             'printf "%s\\n" "$_redistTarget"; done'
+    stdin = "".join(f"{p}\t{k}\t{int(x)}\n" for p, k, x in cases)
+    got = subprocess.run(["bash", "-c", script], input=stdin, capture_output=True, text=True, check=True)
+    return got.stdout.split("\n")[:-1]
+
+
+def test_rules_agree_with_the_split_hook(demo, split_hook):
+    """layout.py and hooks/split-redist-outputs.sh, both reading
+    lib/data/redist-split-rules.txt, classify every path alike."""
     cases = [(rel, "link" if rel == "lib/libdemo.so" else "file", rel == "bin/demo-tool")
              for rel in redist_fixture.EXPECTED]
     cases += [(p, "file", x) for p, x in [
@@ -67,14 +77,28 @@ def test_rules_agree_with_the_split_hook(demo):
         ("src/a.cpp", False), ("stubs", False), ("doc", False), ("include/cub/cub.cuh", False),
         ("lib/cmake/x/y.txt", False), ("share/cmake/x.cmake", False), ("a b/c d.h", False),
     ]]
-    script = f'source "{HOOK}"; while IFS=$\'\\t\' read -r p k x; do _redistOutputOf "$p" "$k" "$x"; ' \
-             'printf "%s\\n" "$_redistTarget"; done'
-    stdin = "".join(f"{p}\t{k}\t{int(x)}\n" for p, k, x in cases)
-    got = subprocess.run(["bash", "-c", script], input=stdin, capture_output=True, text=True, check=True)
-    bash = got.stdout.split("\n")[:-1]
+    bash = _hook_outputs(split_hook, cases)
     python = [output_of(p, k, x) or "out" for p, k, x in cases]
     assert bash == python
     assert dict(zip([c[0] for c in cases], python))["lib/stubs/libfoo.a"] == "stubs"
+
+
+def test_the_hook_takes_its_rules_from_the_substitution(tmp_path):
+    """The hook holds no rule of its own: a rule added to the text
+    makeSetupHook substitutes reaches it, and a rule it cannot read fails
+    the build's setup, naming the rule."""
+    rules_text = hookfile.SPLIT_RULES.read_text()
+    assert [r[0] for r in rules()] == [line.split()[0] for line in rules_text.splitlines()
+                                       if line.strip() and not line.startswith("#")]
+    template = hookfile.SPLIT_TEMPLATE.read_text()
+    hook = tmp_path / "hook.sh"
+    hook.write_text(template.replace("@redistSplitRules@", "samples name=*.ipynb\n" + rules_text))
+    assert _hook_outputs(hook, [("a/demo.ipynb", "file", False), ("lib/libx.so", "file", False)]) == ["samples", "lib"]
+    for bad, message in (("dev suffix=.h", "unknown test 'suffix' in the rule: dev suffix=.h"),
+                         ("@redistSplitRules@", "a rule without a test: @redistSplitRules@")):  # not substituted
+        hook.write_text(template.replace("@redistSplitRules@", bad))
+        p = subprocess.run(["bash", "-c", f'source "{hook}"'], capture_output=True, text=True)
+        assert p.returncode == 1 and p.stderr == f"split-redist-outputs: {message}\n"
 
 
 def _tar(tmp_path, name: str, members: list[tarfile.TarInfo]) -> str:

@@ -18,13 +18,12 @@ import hookfile
 import redist_fixture
 from conftest import ROOT, run_cli
 from contract_eval import PREDICATE, hook_environment
-from hookfile import runpath_hook  # noqa: F401 (a fixture)
+from hookfile import runpath_hook, split_hook  # noqa: F401 (fixtures)
 from nixstore import needs_nix, nix_build, path_info
 from parts import needs
 
 SETUP = ROOT / "tests/contract/nixpkgs-contract-stub/setup.sh"
 
-HOOK = ROOT / "hooks/split-redist-outputs.sh"
 ALL = ["out", "lib", "static", "dev", "stubs", "bin", "doc", "samples"]
 
 
@@ -43,7 +42,8 @@ def split(tmp_path: Path, tree: Path, outputs: list[str], env: dict | None = Non
     if strict:
         e["splitRedistStrict"] = "1"
     e.update(env or {})
-    p = subprocess.run(["bash", "-c", f'set -euo pipefail; {declare}source "{HOOK}"; splitRedistOutputs; '
+    hook = hookfile.split_substituted(tmp_path)
+    p = subprocess.run(["bash", "-c", f'set -euo pipefail; {declare}source "{hook}"; splitRedistOutputs; '
                         "propagateRedistOutputs"], env=e, capture_output=True, text=True, timeout=120)
     return p, dirs
 
@@ -149,7 +149,8 @@ in [ consumer pkg.out pkg.lib pkg.static pkg.dev pkg.stubs pkg.bin pkg.doc pkg.s
 @needs_nix
 def test_inside_a_nix_build_and_the_consumer_closure(tmp_path, tree):
     archive = redist_fixture.pack(tree, tmp_path)
-    paths = nix_build(tmp_path, SPLIT_BUILD.replace("@ARCHIVE@", str(archive)).replace("@HOOK@", str(HOOK)))
+    paths = nix_build(tmp_path, SPLIT_BUILD.replace("@ARCHIVE@", str(archive))
+                      .replace("@HOOK@", str(hookfile.split_substituted(tmp_path))))
     consumer, *outs = paths
     out = dict(zip(["out", "lib", "static", "dev", "stubs", "bin", "doc", "samples"], outs))
     for rel, output in redist_fixture.EXPECTED.items():
@@ -188,8 +189,8 @@ def test_the_stand_in_runs_hooks_as_nixpkgs_runhook_does():
     assert p.stdout.split("\n")[:5] == ["implicit", "f a b", "eval", "from-variable", "declared"]
 
 
-def test_sourcing_the_hooks_registers_them_where_fixup_runs_them(runpath_hook):
-    p = _driver(f'source "{HOOK}"; source "{runpath_hook}"; echo "${{preFixupHooks[*]}}|${{postFixupHooks[*]}}"')
+def test_sourcing_the_hooks_registers_them_where_fixup_runs_them(runpath_hook, split_hook):
+    p = _driver(f'source "{split_hook}"; source "{runpath_hook}"; echo "${{preFixupHooks[*]}}|${{postFixupHooks[*]}}"')
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "splitRedistOutputs|propagateRedistOutputs autoAddOpenGLRunpath"
 
@@ -229,11 +230,11 @@ in { all = [ consumer ] ++ outs; inherit outs; }
 """
 
 
-def _cudart_build(tmp_path: Path, structured: bool, hook: Path = HOOK, consumer: bool = True):
+def _cudart_build(tmp_path: Path, structured: bool, hook: Path | None = None, consumer: bool = True):
     archive = redist_fixture.installed_to_redist("nvidia-cuda-runtime", "cuda_cudart", tmp_path)
     expr = (CUDART_BUILD.replace("@STUB@", str(ROOT / "tests/contract/nixpkgs-contract-stub"))
             .replace("@OVERLAYS@", str(ROOT / "overlays")).replace("@PREDICATE@", PREDICATE.replace("./", f"{ROOT}/"))
-            .replace("@SETUP@", str(SETUP)).replace("@ARCHIVE@", str(archive)).replace("@HOOK@", str(hook))
+            .replace("@SETUP@", str(SETUP)).replace("@ARCHIVE@", str(archive)).replace("@HOOK@", str(hook or hookfile.split_substituted(tmp_path)))
             .replace("@RUNPATH_HOOK@", str(hookfile.substituted(tmp_path))).replace("@STRUCTURED@", "true" if structured else "false"))
     if not consumer:
         return None, dict(zip(["out", "lib", "static", "dev"], nix_build(tmp_path, expr, attr="outs")))
@@ -286,11 +287,12 @@ def test_a_hook_waiting_for_an_array_setup_sh_never_declares_does_nothing(tmp_pa
     before), the split never runs under nixpkgs' setup.sh, and the runtime
     stays in out."""
     hook = tmp_path / "guarded.sh"
-    text = HOOK.read_text().replace(
+    split_hook = hookfile.split_substituted(tmp_path).read_text()
+    text = split_hook.replace(
         "preFixupHooks+=(splitRedistOutputs)\npostFixupHooks+=(propagateRedistOutputs)",
         "if declare -p postInstallHooks >/dev/null 2>&1; then\n"
         "  postInstallHooks+=(splitRedistOutputs)\n  postFixupHooks+=(propagateRedistOutputs)\nfi")
-    assert text != HOOK.read_text()
+    assert text != split_hook
     hook.write_text(text)
     _, out = _cudart_build(tmp_path, structured=False, hook=hook, consumer=False)
     assert (Path(out["out"]) / "lib/libcudart.so.13").is_file() and os.listdir(out["lib"]) == []

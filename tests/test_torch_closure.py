@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import hookfile
 import redist_fixture
 from conftest import ROOT, run_cli, validate
 from nixstore import needs_nix, nix_build
@@ -148,7 +149,7 @@ def closures(tmp_path_factory):
     dlopened = ":".join(f"${{libs.{n}}}/lib" for n in DLOPENED)
     expr = (EXPR.replace("@SPLIT@", " ".join(entries)).replace("@TORCH@", os.path.dirname(torch_dir))
             .replace("@DRIVER_HOOK@", str(ROOT / "hooks/auto-add-opengl-runpath-hook.sh"))
-            .replace("@SPLIT_HOOK@", str(ROOT / "hooks/split-redist-outputs.sh")).replace("@DLOPENED@", dlopened)
+            .replace("@SPLIT_HOOK@", str(hookfile.split_substituted(tmp))).replace("@DLOPENED@", dlopened)
             .replace("@FIXUPS@", str(ROOT / "pkgs/cuda/fixups.nix"))
             .replace("@STUB_LIB@", str(ROOT / "tests/contract/nixpkgs-contract-stub/lib.nix")))
     torch, bad, magma, toolkit = nix_build(tmp, expr)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import hookfile
 import redist_fixture
 from conftest import ROOT, run_cli
 from nixstore import needs_nix, nix_build, path_info
@@ -58,7 +59,7 @@ def test_redist_layout_tarball_from_the_real_wheel(tmp_path):
 @needs_nix
 def test_split_build_of_the_real_cudart(tmp_path):
     archive = _cudart_tarball(tmp_path)
-    hook_split, hook_rp = ROOT / "hooks/split-redist-outputs.sh", ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
+    hook_split, hook_rp = hookfile.split_substituted(tmp_path), ROOT / "hooks/auto-add-opengl-runpath-hook.sh"
     consumer, out, lib, static, dev = nix_build(tmp_path, f'''
       let
         cudart = builtins.derivation {{

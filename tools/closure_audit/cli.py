@@ -27,10 +27,9 @@ from .util import reader_gone
 # - cli.py imports the one command module that runs (for its `--help` too) and
 #   none for `closure-audit --help`: the summaries are here.
 # - A command module is imported for its `--help`: at its top it imports only
-#   light modules (commands/options.py, output/json_report.py, markdown.py,
+#   light modules (commands/options.py, output/__init__.py, markdown.py,
 #   progress.py); its run() imports the ops/ module it calls and any heavier
-#   one it uses, and output.show() imports output/terminal.py (rich) for a
-#   terminal.
+#   one it uses; output.show() imports the view it draws (rich for a terminal).
 # - Every other module imports at its top, except, inside the function that
 #   needs them, what a light path would pay for without using it: numpy and
 #   igraph (closure/graph.py and what imports it), orjson, rich, zstandard,
@@ -146,7 +145,3 @@ def main(argv: list[str] | None = None) -> int:
         return Exit.INTERRUPTED
     except BrokenPipeError:
         return reader_gone()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -34,5 +34,9 @@ class ClosureError(InputError):
     """A closure that cannot be read."""
 
 
+class DerivationError(ClosureError):
+    """A target that is not a derivation, or a .drv file that cannot be read."""
+
+
 class BudgetError(InputError):
     """A budgets file or gate option that cannot be used."""

@@ -1,7 +1,7 @@
-"""What the user named: one resolver turns every target (a path, a result
-link, an installable, a saved closure, a wheel) into a path, and the targets
-of an audit into the mode they put it in (every target in the Nix store, or
-none) and the trees libraries must resolve in."""
+"""What the user named, resolved once, at the door: only commands/ (and
+cli) call the resolver. A target (a path, a result link, an installable, a
+saved closure, a wheel, a derivation) becomes a Target that says what kind of
+thing it is; ops/ and the read layers take Targets or plain paths."""
 
 from __future__ import annotations
 
@@ -9,27 +9,26 @@ import os
 import re
 from collections import namedtuple
 
-from .errors import ClosureError, TargetError
+from .errors import ClosureError, DerivationError, TargetError
 from .nix.storepath import store_dir, top_store_path
+from .util import is_wheel
 
-# What a closure command (size, why, diff, gate, report) takes as a target.
-CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a saved "
-                   "`nix path-info --json --recursive` dump")
+# The kinds of target.
+STORE = "store"  # a path in the Nix store (or an installable's output)
+TREE = "tree"  # a directory or a file outside the store: a venv, a conda env, a tree of libraries
+WHEEL = "wheel"  # a Python wheel, audited as the tree it unpacks to, wherever it lies
+DUMP = "dump"  # a saved `nix path-info --json --recursive` dump, where a closure is expected
+DERIVATION = "derivation"  # a .drv store path (why-build)
 
 
-class Target(namedtuple("Target", "given path store_path")):
+class Target(namedtuple("Target", "given path store_path kind")):
     """One target, resolved: as the user wrote it, its real path (an
-    installable's store path), and the store path that holds it, if any.
-    A named tuple of collections: `--help` and `archs` import this module,
-    and start without the dataclasses and typing modules (docs/scale.md)."""
+    installable's store path), the store path that holds it, if any, and its
+    kind (STORE, TREE, WHEEL, DUMP, DERIVATION). A named tuple of collections:
+    `--help` and `archs` import this module, and start without the
+    dataclasses and typing modules (docs/scale.md)."""
 
     __slots__ = ()
-
-    @property
-    def saved_closure(self) -> bool:
-        """A regular file outside the store: a saved path-info dump, where a
-        closure is expected."""
-        return self.store_path is None and os.path.isfile(self.path)
 
     def closure_root(self) -> str:
         """The store path whose closure the target names."""
@@ -53,11 +52,12 @@ def nowhere(target: str) -> TargetError:
     return TargetError(f"target not found: {target}")
 
 
-def resolve_target(target: str, build: bool = False, installables: bool = True) -> Target:
+def resolve_target(target: str, build: bool = False, *, installables: bool = True, closure: bool = False) -> Target:
     """A target as a path: a path or a result link as its real path, an
     installable (.#torch, nixpkgs#hello) as its output's store path, built
-    first with `build`; with `installables` False, paths only. Each reason a
-    target cannot be read is one error."""
+    first with `build`; with `installables` False, paths only. With `closure`
+    (a closure is expected), a regular file outside the store is a saved
+    dump. Each reason a target cannot be read is one error."""
     store = store_dir()
     if os.path.lexists(target):
         try:
@@ -65,13 +65,20 @@ def resolve_target(target: str, build: bool = False, installables: bool = True) 
         except OSError as exc:
             raise TargetError(f"cannot read target {target}: {exc.strerror}") from None
         real = os.path.realpath(target)
-        return Target(target, real, top_store_path(real, store))
+        store_path = top_store_path(real, store)
+        if is_wheel(real):
+            kind = WHEEL
+        elif store_path is not None:
+            kind = STORE
+        else:
+            kind = DUMP if closure and os.path.isfile(real) else TREE
+        return Target(target, real, store_path, kind)
     if target.startswith(store + "/"):
         raise TargetError(f"path '{target}' is not in the store")
     if not installables or not is_installable(target):
         raise nowhere(target)
     path = _installable(target, build)
-    return Target(target, path, path)
+    return Target(target, path, path, STORE)
 
 
 def _installable(target: str, build: bool) -> str:
@@ -93,79 +100,39 @@ def _installable(target: str, build: bool) -> str:
     return paths[0]
 
 
-def is_wheel(path: str) -> bool:
-    """A Python wheel: audited as the tree it unpacks to."""
-    return path.endswith(".whl") and os.path.isfile(path)
-
-
-# pip's install directory under a prefix: lib/python3.12/site-packages,
-# Debian's lib/python3/dist-packages.
-_SITE = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?:site|dist)-packages$")
-
-
-def tree_root_for_file(path: str) -> str | None:
-    """The environment a lone file belongs to: the nearest enclosing venv or
-    conda env, else the site-packages (or dist-packages) of a Python prefix,
-    else the outermost directory holding a *.dist-info folder (pip install
-    --target DIR, under any name; outermost, as packages may vendor their
-    own dist-info), else None. Of a bare prefix only site-packages is the
-    tree, not the prefix: /usr/local holds /usr/local/lib, a host directory,
-    and often /usr/local/cuda, the very host copy a tree must not rely on."""
-    ancestors = []
-    probe = os.path.dirname(path)
-    while probe not in ("/", ""):
-        ancestors.append(probe)
-        probe = os.path.dirname(probe)
-    env = next((a for a in ancestors if os.path.exists(os.path.join(a, "pyvenv.cfg"))
-                or os.path.isdir(os.path.join(a, "conda-meta"))), None)
-    return env or next((a for a in ancestors if _SITE.search(a)), None) or next(
-        (a for a in reversed(ancestors) if _holds_dist_info(a)), None)
-
-
-def _holds_dist_info(directory: str) -> bool:
-    try:
-        with os.scandir(directory) as entries:
-            return any(e.name.endswith(".dist-info") and e.is_dir() for e in entries)
-    except OSError:
-        return False
-
-
-class Targets(namedtuple("Targets", "reals mode roots unrooted")):
-    """The targets of one audit, resolved (a named tuple, as Target is): their
-    real paths in the order given, the mode ("nix-store" or "tree"), the
-    trees libraries must resolve in, and the file targets whose tree could
-    not be told (their directory stands in)."""
-
-    __slots__ = ()
-
-
-def resolve_targets(targets: list[str], root: str | None = None) -> Targets:
-    """Real paths of the targets (paths: a command resolves installables
-    first), the common mode, the tree roots, and the file targets whose tree
-    could not be told."""
-    if not targets:
-        raise TargetError("no target given")
+def resolve_derivation(target: str) -> Target:
+    """A target as the .drv path that builds it: a .drv store path, or an
+    installable (`.#python3Packages.torch`, `nixpkgs#hello`) instantiated
+    without building it (`nix path-info --derivation`). An output path (a
+    `result` link) stands for the derivation that made it, where that is
+    known here."""
     store = store_dir()
-    reals, modes, roots, unrooted = [], set(), [], []
-    for t in targets:
-        real = resolve_target(t, installables=False).path
-        reals.append(real)
-        in_store = real.startswith(store + "/")
-        # A wheel is the tree pip would unpack, wherever it lies.
-        modes.add("nix-store" if in_store and not is_wheel(real) else "tree")
-        if os.path.isdir(real) or is_wheel(real):
-            roots.append(real)
-        else:
-            found = tree_root_for_file(real)
-            if found is None:
-                unrooted.append(real)
-            roots.append(found or os.path.dirname(real))
-    if len(modes) > 1:
-        raise TargetError("targets mix Nix store paths and other trees; audit them in separate runs")
-    if root is not None:
-        if not os.path.isdir(root):
-            raise TargetError(f"--root is not a directory: {root}")
-        roots = [os.path.realpath(root)] + [r for r in reals if is_wheel(r)]
-        unrooted = []
-    mode = modes.pop()
-    return Targets(reals, mode, tuple(dict.fromkeys(roots)), tuple(unrooted) if mode == "tree" else ())
+    if os.path.lexists(target) or target.startswith(store + "/"):
+        path = os.path.realpath(target) if os.path.lexists(target) else target
+        if top_store_path(path, store) != path:
+            raise DerivationError(f"{target} is not a derivation (give a .drv store path or an installable)")
+        if not path.endswith(".drv"):
+            path = _deriver(target, path)
+        if not os.path.isfile(path):
+            raise DerivationError(f"{target}: no such derivation in the local store")
+        return Target(target, path, path, DERIVATION)
+    if not is_installable(target):
+        raise nowhere(target)
+    from .nix.command import nix  # subprocess and shutil: only for installables, start-up stays lean
+
+    out = nix("path-info", "--derivation", target, what=f"instantiating {target}").split()
+    if len(out) != 1 or not out[0].endswith(".drv"):
+        raise DerivationError(f"{target} is not a derivation (nix path-info --derivation gives "
+                              f"{' '.join(out) or 'nothing'})")
+    return Target(target, out[0], out[0], DERIVATION)
+
+
+def _deriver(target: str, path: str) -> str:
+    from .nix.command import find, run
+
+    tool = find("nix-store", error=DerivationError, why="to find the derivation of an output path")
+    drv = run([tool, "--query", "--deriver", path], f"{target}", DerivationError).strip()
+    if not drv.endswith(".drv") or not os.path.isfile(drv):
+        raise DerivationError(f"{target} is not a derivation, nor the output of one known here (give a .drv "
+                              f"store path or an installable)")
+    return drv

@@ -1,7 +1,7 @@
 """Small helpers every layer may use: byte sizes in and out ("6 GiB",
 "500MB", 1048576; 5.3 GiB for people), file paths relative to the trees a
-command was given, the TOML files users write, and how a command line ends
-when its reader goes away. Both tools (closure-audit, redist-features) import
+command was given (and which of them are wheels), the TOML files users
+write, and how a command line ends when its reader goes away. Both tools (closure-audit, redist-features) import
 it."""
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ def relative_to(path: str, roots: tuple[str, ...] | list[str]) -> str | None:
         if path.startswith(top):
             return path[len(top):]
     return None
+
+
+def is_wheel(path: str) -> bool:
+    """A Python wheel: audited as the tree it unpacks to."""
+    return path.endswith(".whl") and os.path.isfile(path)
 
 
 def read_toml(path: str, what: str, error: type[Exception]) -> dict:

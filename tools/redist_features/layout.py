@@ -1,19 +1,41 @@
 """Which output a file of a redistributable belongs to.
 
-The same rules are implemented in bash by hooks/split-redist-outputs.sh, which
-moves the files at build time; tests check that the two agree on real
-archives. Paths are relative to the package root: a tarball's top directory
-or a wheel's `nvidia/<component>/` prefix removed.
+The rules are data, lib/data/redist-split-rules.txt, which
+hooks/split-redist-outputs.sh reads too when it moves the files at build
+time; tests check that the two agree on real archives. Paths are relative to
+the package root: a tarball's top directory or a wheel's
+`nvidia/<component>/` prefix removed.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import functools
+from fnmatch import fnmatchcase
 
+from closure_audit.cuda.data import text
+
+# The order output lists are written in (pkgs/cuda/outputs).
 OUTPUTS = ("bin", "lib", "static", "dev", "stubs", "doc", "samples")
 
-_SHARED = ("*.so", "*.so.*")
-_HEADERS = ("*.h", "*.hh", "*.hpp", "*.hxx", "*.cuh", "*.inl")
+RULES_FILE = "redist-split-rules.txt"
+TESTS = ("dir", "top", "path", "name", "kind")
+
+
+@functools.cache
+def rules() -> tuple[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]], ...]:
+    """The rules in order: (output, ((test, patterns), ...)), the file's
+    comments and blank lines left out."""
+    out = []
+    for line in text(RULES_FILE).splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        output, *tests = line.split()
+        parsed = tuple((t, tuple(patterns.split(","))) for t, _, patterns in (test.partition("=") for test in tests))
+        if not parsed or any(t not in TESTS for t, _ in parsed):
+            raise ValueError(f"{RULES_FILE}: a rule without a test, or with one that is none of "
+                             f"{', '.join(TESTS)}: {line}")
+        out.append((output, parsed))
+    return tuple(out)
 
 
 def output_of(path: str, kind: str, executable: bool) -> str | None:
@@ -22,23 +44,9 @@ def output_of(path: str, kind: str, executable: bool) -> str | None:
     if kind == "dir":
         return None
     parts = path.split("/")
-    name = parts[-1]
-    top = parts[0]
-    if "stubs" in parts[:-1]:
-        return "stubs"
-    if "samples" in parts[:-1] or "sample" in parts[:-1]:
-        return "samples"
-    if top in ("doc", "docs", "man") or path.startswith(("share/doc/", "share/man/", "share/info/")):
-        return "doc"
-    if (top == "include" or any(fnmatch.fnmatchcase(name, p) for p in _HEADERS)
-            or path.startswith(("lib/pkgconfig/", "lib64/pkgconfig/", "share/pkgconfig/", "pkg-config/",
-                                "pkgconfig/", "lib/cmake/", "lib64/cmake/", "share/cmake/"))
-            or name.endswith(".cmake")):
-        return "dev"
-    if name.endswith(".a"):
-        return "static"
-    if top in ("lib", "lib64") and any(fnmatch.fnmatchcase(name, p) for p in _SHARED):
-        return "lib"
-    if top == "bin" and (executable or kind == "link"):
-        return "bin"
+    subjects = {"dir": parts[:-1], "top": [parts[0]], "path": [path], "name": [parts[-1]],
+                "kind": ["executable" if kind == "file" and executable else kind]}
+    for output, tests in rules():
+        if all(any(fnmatchcase(s, p) for s in subjects[test] for p in patterns) for test, patterns in tests):
+            return output
     return None

@@ -4,3 +4,8 @@ closures. No judge here: findings/ judges what this folder reads.
 
 What it may import: the README's architecture table.
 """
+
+# What a closure command (size, why, diff, gate, report) takes as a target:
+# here, where the command line's help can read it without numpy.
+CLOSURE_TARGETS = ("a store path, a result link, an installable (.#attr) or a saved "
+                   "`nix path-info --json --recursive` dump")

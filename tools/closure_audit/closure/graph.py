@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ClosureError
 from ..nix.command import find, nix, run
 from ..nix.storepath import is_store_basename, store_dir
-from ..targets import CLOSURE_TARGETS, resolve_target
+from . import CLOSURE_TARGETS
 from .reach import reverse
 
 
@@ -346,9 +346,11 @@ def looks_like_dump(file: str, limit: int = 256 << 20) -> bool:
     return True
 
 
-def load_closure(targets: list[str], path_info: str | None = None, build: bool = False) -> Closure:
+def load_closure(roots: list[str], path_info: str | None = None) -> Closure:
+    """The closure of store paths (commands/ resolved them), from Nix, or
+    from a saved dump whose paths they name."""
     if path_info is not None:
-        return load_dump(path_info, targets)
-    if not targets:
+        return load_dump(path_info, roots)
+    if not roots:
         raise ClosureError("no target given")
-    return query(list(dict.fromkeys(resolve_target(t, build).closure_root() for t in targets)))
+    return query(list(dict.fromkeys(roots)))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from .. import output
-from ..errors import Exit, UsageError
 from ..cuda.request import from_nix_config, make_request
-from ..output.json_report import archs_json
+from ..errors import UsageError
 from ..output import progress
+from ..targets import resolve_target
 from . import options
 
 
@@ -70,6 +70,6 @@ def run(args) -> int:
         targets, roots = [p for p in closure.paths if closure.on_disk(p)], closure.roots
     elif args.build:
         raise UsageError("--build needs --closure")
-    report = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress.progress)
-    output.show(args.json, lambda: archs_json(report), lambda t: t.render_archs(t.console(), report))
-    return Exit.FAILED if report.failed else Exit.OK
+    targets = [resolve_target(t, installables=False).path for t in targets]
+    result = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress.progress)
+    return output.show(result, json=args.json)

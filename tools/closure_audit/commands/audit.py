@@ -4,8 +4,7 @@ report (ops/audit.py)."""
 from __future__ import annotations
 
 from .. import output
-from ..errors import Exit, UsageError
-from ..output.json_report import audit_json
+from ..errors import UsageError
 from ..output import progress
 from ..targets import resolve_target
 from . import options
@@ -41,9 +40,7 @@ def run(args) -> int:
             raise UsageError("--driver-dir must be an absolute path")
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
     targets = [resolve_target(t, args.build) for t in args.targets]
-    report, chain = audit.run(audit.Options(targets, policy, args.path_info, args.build, args.root, args.tree),
-                              progress.progress)
-    output.show(args.json, lambda: audit_json(report, chain),
-                 lambda t: t.render_audit(report, t.console(), chain, args.opened))
-    return Exit.FAILED if report.failed else Exit.OK
+    result = audit.run(audit.Options(targets, policy, args.path_info, args.root, args.tree, args.opened),
+                       progress.progress)
+    return output.show(result, json=args.json)
 

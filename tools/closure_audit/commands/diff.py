@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from .. import output
-from ..findings.rules import exit_status
-from ..output.json_report import diff_json
-from ..output.markdown import check_markdown_option, diff_markdown, write_summary
 from ..output import progress
+from ..output.markdown import check_markdown_option
 from . import options
 
 
@@ -29,10 +27,5 @@ def run(args) -> int:
     store = options.open_store(args, evidence=args.evidence)
     old = options.read_closure(args.old, None, args.build, store)
     new = options.read_closure(args.new, None, args.build, store)
-    r = diff.run(diff.Options(old, new, policy), progress.progress)
-    write_summary(lambda: diff_markdown(old, new, r.packages, r.findings, r.explanations, r.old_size, r.new_size),
-                  args.markdown)
-    if args.json or args.markdown != "-":
-        output.show(args.json, lambda: diff_json(old, new, r.packages, r.findings, r.old_size, r.new_size),
-                     lambda t: t.render_diff(t.console(), old, new, r.packages, r.findings, r.old_size, r.new_size))
-    return exit_status(r.findings)
+    result = diff.run(diff.Options(old, new, policy), progress.progress)
+    return output.show(result, json=args.json, markdown=args.markdown)

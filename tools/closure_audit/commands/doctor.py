@@ -13,8 +13,6 @@ import sys
 
 from .. import output
 from ..errors import UsageError
-from ..findings.rules import exit_status
-from ..output.json_report import doctor_json
 from ..output import progress
 from ..targets import resolve_target
 from . import options
@@ -49,6 +47,5 @@ def run(args) -> int:
     policy = options.load_policy(args)
     targets = [resolve_target(t, args.build).path for t in args.targets]
     result = doctor.run(doctor.Options(root, targets, policy), progress.progress)
-    output.show(args.json, lambda: doctor_json(*result), lambda t: t.render_doctor(t.console(), *result))
-    return exit_status(result.findings)
+    return output.show(result, json=args.json)
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from .. import output
-from ..findings.rules import exit_status
-from ..output.json_report import gate_json
-from ..output.markdown import check_markdown_option, gate_markdown, write_summary
 from ..output import progress
+from ..output.markdown import check_markdown_option
 from . import options
 
 
@@ -45,10 +43,6 @@ def run(args) -> int:
     budgets = load_budgets(args.budgets)
     apply_overrides(budgets, args.target, args.path_info, args.baseline, args.max_growth)
     store = options.open_store(args, evidence=args.evidence)
-    results, found = gate.run(gate.Options(budgets, policy, args.all_chains, args.build, store), progress.progress)
-    write_summary(lambda: gate_markdown(results, found), args.markdown)
-    if args.html is not None:
-        html.write(args.html, html.render(html.gate_pictures(results, found), "closure-audit gate"))
-    if args.json or args.markdown != "-":
-        output.show(args.json, lambda: gate_json(results, found), lambda t: t.render_gate(t.console(), results, found))
-    return exit_status(found)
+    result = gate.run(gate.Options(budgets, policy, args.all_chains, options.closure_reader(args.build, store),
+                                   options.closure_reader(False, store), args.html), progress.progress)
+    return output.show(result, json=args.json, markdown=args.markdown)

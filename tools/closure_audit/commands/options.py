@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from ..cache import HTTP_CONNECTIONS
+from ..closure import CLOSURE_TARGETS
 from ..errors import UsageError
 from ..findings import policy
-from ..targets import CLOSURE_TARGETS
+from ..targets import DUMP, resolve_target
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -102,20 +103,34 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
     a dump given with --path-info (the targets then pick its roots), store
     paths, result links and installables, or with `store` (open_store) store
     paths in a binary cache."""
-    from ..closure.graph import load_closure, load_dump, query
-    from ..targets import resolve_target
+    from ..closure.graph import load_closure, load_dump
 
     targets = [] if target is None else [target] if isinstance(target, str) else list(target)
     if store is not None:
         if not targets:
             raise UsageError("with --store, a TARGET store path is required")
         return store(targets)
-    if path_info is None and not targets:
+    if path_info is not None:
+        return load_closure(targets, path_info)  # the dump's own paths: named, not resolved here
+    if not targets:
         raise UsageError("a TARGET or --path-info FILE is required")
-    if path_info is None and len(targets) == 1:
-        one = resolve_target(targets[0], build)
-        return load_dump(one.given, []) if one.saved_closure else query([one.closure_root()])
-    return load_closure(targets, path_info, build)
+    resolved = [resolve_target(t, build, closure=True) for t in targets]
+    if len(resolved) == 1 and resolved[0].kind == DUMP:
+        return load_dump(resolved[0].given, [])
+    return load_closure([t.closure_root() for t in resolved])
+
+
+def closure_reader(build: bool, store=None):
+    """A function reading the closure of one target a budgets file names (a
+    store path, a result link, an installable; with `store`, a store path in
+    the binary cache)."""
+    def read(what: str):
+        if store is not None:
+            return store([what])
+        from ..closure.graph import query
+
+        return query([resolve_target(what, build).closure_root()])
+    return read
 
 
 def load_policy(args):

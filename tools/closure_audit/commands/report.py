@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from .. import output
 from ..errors import UsageError
-from ..findings.rules import ERROR, exit_status
-from ..output.text import printable
 from . import options
 
 _PAGE = "a treemap of added sizes, the forbidden chains, every path's details"
@@ -41,20 +40,8 @@ def run(args) -> int:
         budget.baseline = args.baseline
     store = options.open_store(args, evidence=args.evidence)
     closure = options.read_closure(args.targets or None, args.path_info, args.build, store)
-    r = report.run(report.Options(closure, policy, budget, store))
-    found = r.findings
-    pictures = html.gate_pictures(r.gate, found) if budget is not None else \
-        [html.closure_picture(closure, r.added, r.tree, found)]
-    html.write(args.output, html.render(pictures, f"closure-audit report: {pictures[0].name}"))
-    forbidden = sum(f.rule == "forbidden-path" for f in found)
-    verdict = ""
-    if budget is not None:
-        errors = sum(f.severity == ERROR for f in found)
-        verdict = (f"; budget {printable(budget.name)}: " +
-                   ("passed" if pictures[0].verdict else f"failed ({errors} error{'s' * (errors != 1)})"))
-    print(f"closure-audit report: wrote {printable(args.output)}: {len(pictures[0].added):,} paths, "
-          f"{forbidden} forbidden{verdict}")
-    return exit_status(found)
+    result = report.run(report.Options(closure, policy, budget, options.closure_reader(False, store), args.output))
+    return output.show(result)
 
 
 def _budget(budgets: list, file: str, name: str | None):

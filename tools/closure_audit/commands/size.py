@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from .. import output
-from ..errors import Exit, UsageError
-from ..output.json_report import size_json
+from ..errors import UsageError
 from . import options
 
 
@@ -25,7 +24,5 @@ def run(args) -> int:
         raise UsageError("--top must be at least 1")
     closure = options.read_closure(args.targets or None, args.path_info, args.build,
                                    options.open_store(args, evidence=False))
-    rows, total = size.run(size.Options(closure, None if args.all else args.top))
-    output.show(args.json, lambda: size_json(closure, rows, total),
-                 lambda t: t.render_size(t.console(), closure, rows, total))
-    return Exit.OK
+    result = size.run(size.Options(closure, None if args.all else args.top))
+    return output.show(result, json=args.json)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from .. import output
-from ..errors import Exit
-from ..findings.rules import exit_status
-from ..output.json_report import why_json
 from ..output import progress
 from . import options
 
@@ -34,10 +31,4 @@ def run(args) -> int:
         target, patterns = None, [target, *patterns]
     closure = options.read_closure(target, args.path_info, args.build, options.open_store(args, evidence=True))
     result = why.run(why.Options(closure, policy, patterns, args.all_chains), progress.progress)
-    output.show(args.json,
-                 lambda: why_json(closure, result.explanations, result.findings, result.added, result.bytes_scanned),
-                 lambda t: t.render_why(t.console(), closure, result.explanations, result.findings, result.added,
-                                        bool(patterns)))
-    if patterns:
-        return Exit.OK if result.explanations else Exit.FAILED
-    return exit_status(result.findings)
+    return output.show(result, json=args.json)

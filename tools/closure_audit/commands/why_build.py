@@ -4,9 +4,8 @@ the setting that caused it (docs/why-build.md)."""
 from __future__ import annotations
 
 from .. import output
-from ..errors import Exit
-from ..output.json_report import why_build_json
-from ..output.markdown import check_markdown_option, why_build_markdown, write_summary
+from ..output.markdown import check_markdown_option
+from ..targets import resolve_derivation
 from . import options
 
 
@@ -31,10 +30,8 @@ def run(args) -> int:
 
     check_markdown_option(args.markdown, args.json)
     workers = options.http_connections(args)
-    r = why_build.run(why_build.Options(args.targets, args.like, args.store, args.trusted_public_keys, args.refresh,
-                                        workers))
-    write_summary(lambda: why_build_markdown(args.targets, r.plan, r.names, r.causes), args.markdown)
-    if args.json or args.markdown != "-":
-        output.show(args.json, lambda: why_build_json(*r),
-                    lambda t: t.render_why_build(t.console(), *r))
-    return Exit.FAILED if r.plan.build else Exit.OK
+    targets = [resolve_derivation(t).path for t in args.targets]
+    like = None if args.like is None else resolve_derivation(args.like).path
+    result = why_build.run(why_build.Options(targets, like, args.store, args.trusted_public_keys, args.refresh,
+                                             workers, args.targets))
+    return output.show(result, json=args.json, markdown=args.markdown)

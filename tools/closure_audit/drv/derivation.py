@@ -20,14 +20,11 @@ measures this against `nix derivation show --recursive`.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 
-from ..errors import ClosureError
-from ..nix.command import nix
-from ..nix.storepath import name_part, store_dir, top_store_path
-from ..targets import is_installable, nowhere
+from ..errors import DerivationError
+from ..nix.storepath import name_part
 
 # A string (kept as it is) or a parenthesis (made a bracket).
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[()]')
@@ -54,10 +51,6 @@ class Derivation:
         """Nix's `allowSubstitutes` attribute: false (written as "") keeps
         the outputs from being substituted."""
         return self.env.get("allowSubstitutes", "1") != ""
-
-
-class DerivationError(ClosureError):
-    pass
 
 
 def parse_derivation(text: str, path: str) -> Derivation:
@@ -115,38 +108,3 @@ def read_graph(roots: list[str]) -> dict[str, Derivation]:
                 seen.add(dep)
                 todo.append(dep)
     return graph
-
-
-def instantiate(target: str) -> str:
-    """The .drv path of a target: a .drv store path, or an installable
-    (`.#python3Packages.torch`, `nixpkgs#hello`) instantiated without building
-    it (`nix path-info --derivation`). An output path (a `result` link)
-    stands for the derivation that made it, where that is known here."""
-    store = store_dir()
-    if os.path.lexists(target) or target.startswith(store + "/"):
-        path = os.path.realpath(target) if os.path.lexists(target) else target
-        if top_store_path(path, store) != path:
-            raise DerivationError(f"{target} is not a derivation (give a .drv store path or an installable)")
-        if not path.endswith(".drv"):
-            path = _deriver(target, path)
-        if not os.path.isfile(path):
-            raise DerivationError(f"{target}: no such derivation in the local store")
-        return path
-    if not is_installable(target):
-        raise nowhere(target)
-    out = nix("path-info", "--derivation", target, what=f"instantiating {target}").split()
-    if len(out) != 1 or not out[0].endswith(".drv"):
-        raise DerivationError(f"{target} is not a derivation (nix path-info --derivation gives "
-                              f"{' '.join(out) or 'nothing'})")
-    return out[0]
-
-
-def _deriver(target: str, path: str) -> str:
-    from ..nix.command import find, run
-
-    tool = find("nix-store", error=DerivationError, why="to find the derivation of an output path")
-    drv = run([tool, "--query", "--deriver", path], f"{target}", DerivationError).strip()
-    if not drv.endswith(".drv") or not os.path.isfile(drv):
-        raise DerivationError(f"{target} is not a derivation, nor the output of one known here (give a .drv "
-                              f"store path or an installable)")
-    return drv

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections import namedtuple
 from collections.abc import Callable
 
-from ..util import under
+from ..errors import TargetError
 from ..nix.storepath import store_dir
-from ..targets import is_wheel, resolve_targets
+from ..util import is_wheel, under
 from .files import HostFiles
 from .reader import ElfFile, InvalidElf
 
@@ -187,6 +188,67 @@ class Walker:
             self._file(real, st)
 
 
+# pip's install directory under a prefix: lib/python3.12/site-packages,
+# Debian's lib/python3/dist-packages.
+_SITE = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?/(?:site|dist)-packages$")
+
+
+def tree_root_for_file(path: str) -> str | None:
+    """The environment a lone file belongs to: the nearest enclosing venv or
+    conda env, else the site-packages (or dist-packages) of a Python prefix,
+    else the outermost directory holding a *.dist-info folder (pip install
+    --target DIR, under any name; outermost, as packages may vendor their
+    own dist-info), else None. Of a bare prefix only site-packages is the
+    tree, not the prefix: /usr/local holds /usr/local/lib, a host directory,
+    and often /usr/local/cuda, the very host copy a tree must not rely on."""
+    ancestors = []
+    probe = os.path.dirname(path)
+    while probe not in ("/", ""):
+        ancestors.append(probe)
+        probe = os.path.dirname(probe)
+    env = next((a for a in ancestors if os.path.exists(os.path.join(a, "pyvenv.cfg"))
+                or os.path.isdir(os.path.join(a, "conda-meta"))), None)
+    return env or next((a for a in ancestors if _SITE.search(a)), None) or next(
+        (a for a in reversed(ancestors) if _holds_dist_info(a)), None)
+
+
+def _holds_dist_info(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as entries:
+            return any(e.name.endswith(".dist-info") and e.is_dir() for e in entries)
+    except OSError:
+        return False
+
+
+def tree_roots(reals: list[str], root: str | None = None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """The mode the targets (real paths) put an audit in, the trees libraries
+    must resolve in, and the file targets whose tree could not be told."""
+    if not reals:
+        raise TargetError("no target given")
+    store = store_dir()
+    modes, roots, unrooted = set(), [], []
+    for real in reals:
+        in_store = real.startswith(store + "/")
+        # A wheel is the tree pip would unpack, wherever it lies.
+        modes.add("nix-store" if in_store and not is_wheel(real) else "tree")
+        if os.path.isdir(real) or is_wheel(real):
+            roots.append(real)
+        else:
+            found = tree_root_for_file(real)
+            if found is None:
+                unrooted.append(real)
+            roots.append(found or os.path.dirname(real))
+    if len(modes) > 1:
+        raise TargetError("targets mix Nix store paths and other trees; audit them in separate runs")
+    if root is not None:
+        if not os.path.isdir(root):
+            raise TargetError(f"--root is not a directory: {root}")
+        roots = [os.path.realpath(root)] + [r for r in reals if is_wheel(r)]
+        unrooted = []
+    mode = modes.pop()
+    return mode, tuple(dict.fromkeys(roots)), tuple(unrooted) if mode == "tree" else ()
+
+
 class Walked(namedtuple("Walked", "targets mode roots scan scope files unrooted")):
     """The targets as real paths, their mode and tree roots, what the walk
     found (a Scan), the paths [ignore] patterns are relative to, the
@@ -196,14 +258,15 @@ class Walked(namedtuple("Walked", "targets mode roots scan scope files unrooted"
     __slots__ = ()
 
 
-def walk_targets(targets: list[str], *, root: str | None = None,
+def walk_targets(reals: list[str], *, root: str | None = None,
                  ignore: Callable[[str, tuple[str, ...]], bool] | None = None,
                  progress: Callable[[int], None] | None = None,
                  found: Callable[[str, ElfFile], None] | None = None) -> Walked:
-    """Read every ELF file of the targets. Links leading out of the targets
-    are followed into the store (a Nix profile), never out of a tree.
-    `ignore(path, scope)` drops the files a policy excludes."""
-    reals, mode, roots, unrooted = resolve_targets(targets, root)
+    """Read every ELF file of the targets, real paths (commands/ resolved
+    them). Links leading out of the targets are followed into the store (a
+    Nix profile), never out of a tree. `ignore(path, scope)` drops the files
+    a policy excludes."""
+    mode, roots, unrooted = tree_roots(reals, root)
     if mode == "nix-store":
         top = store_dir() + "/"
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..errors import Exit
 
 ERROR, WARNING, INFO, OFF = "error", "warning", "info", "off"
 SEVERITIES = (ERROR, WARNING, INFO)
@@ -16,11 +15,6 @@ SEVERITY_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
 def has_error(findings) -> bool:
     return any(f.severity == ERROR for f in findings)
-
-
-def exit_status(findings) -> int:
-    """Exit.FAILED when any finding is an error, else Exit.OK."""
-    return Exit.FAILED if has_error(findings) else Exit.OK
 
 
 class Rule(namedtuple("Rule", "id nix tree fields summary")):

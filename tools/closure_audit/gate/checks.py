@@ -23,13 +23,16 @@ from ..findings.policy import Policy
 from ..findings.rules import ERROR
 from ..nix.storepath import name_part, store_dir
 from ..util import format_apart, format_size
-from .budgets import Budget
 from ..closure.evidence import scanner_for
-from ..closure.graph import Closure, load_closure, load_dump
+from ..closure.graph import Closure, load_dump
 from ..closure.reach import UNREACHED
 from ..closure.sizes import DominatorTree, dominator_tree, roots_closure_size
 from ..closure.why import Explanation
 from ..findings.forbidden import forbidden_paths
+from .budgets import Budget
+
+# Reads the closure of a target a budgets file names (commands/options.py closure_reader).
+Reader = Callable[[str], Closure]
 
 @dataclass
 class Subject:
@@ -57,35 +60,36 @@ class Result:
 
 # -- read ------------------------------------------------------------------------
 
-def read_subjects(budgets: list[Budget], build: bool = False, store=None) -> list[Subject]:
-    """Every closure and baseline the budgets name; store paths from a binary
-    cache where `store` (a function: roots -> Closure) is given. Raises
-    BudgetError or ClosureError when one cannot be read."""
-    return [subject(b, build=build, store=store) for b in budgets]
+def read_subjects(budgets: list[Budget], read: Reader | None = None,
+                  read_baseline: Reader | None = None) -> list[Subject]:
+    """Every closure and baseline the budgets name, read by `read` and
+    `read_baseline` (target -> Closure: commands/ resolve the targets, from
+    the local store or a binary cache). Raises BudgetError or ClosureError
+    when one cannot be read."""
+    return [subject(b, read=read, read_baseline=read_baseline) for b in budgets]
 
 
-def subject(budget: Budget, closure: Closure | None = None, build: bool = False, store=None) -> Subject:
+def subject(budget: Budget, closure: Closure | None = None, read: Reader | None = None,
+            read_baseline: Reader | None = None) -> Subject:
     """What one budget is checked against: its closure (read here unless
     given) and its baseline."""
     if budget.max_growth is not None and budget.baseline is None:
         raise BudgetError(f"target {budget.name}: max-growth needs a baseline (in the budgets file or --baseline)")
     if closure is None:
-        closure = _read_closure(budget, build, store)
-    return Subject(budget, closure, None if budget.baseline is None else _baseline_size(budget, store))
+        closure = _read_closure(budget, read)
+    return Subject(budget, closure, None if budget.baseline is None else _baseline_size(budget, read_baseline))
 
 
-def _read_closure(budget: Budget, build: bool, store=None) -> Closure:
+def _read_closure(budget: Budget, read: Reader) -> Closure:
     if budget.path_info is not None:
         return load_dump(budget.path_info, [])
     if budget.target is None:
         raise BudgetError(f"target {budget.name}: no installable, path or path-info to gate "
                           f"(set one in the budgets file or pass --target {budget.name}=...)")
-    if store is not None:
-        return store([budget.target])
-    return load_closure([budget.target], build=build)
+    return read(budget.target)
 
 
-def _baseline_size(budget: Budget, store=None) -> int:
+def _baseline_size(budget: Budget, read: Reader) -> int:
     """The baseline's closure size: from a saved closure-audit JSON report
     (gate: the target of the same name; size: its total), a path-info dump, or
     a store path."""
@@ -104,7 +108,7 @@ def _baseline_size(budget: Budget, store=None) -> int:
         except ClosureError as exc:
             raise BudgetError(f"baseline of {budget.name}: {exc}") from None
     try:
-        return roots_closure_size(store([what]) if store is not None else load_closure([what]))
+        return roots_closure_size(read(what))
     except (ClosureError, TargetError) as exc:
         raise BudgetError(f"baseline of {budget.name}: {exc}") from None
 

@@ -10,20 +10,25 @@ from ..elf.fatbin import read_files
 from ..elf.walk import walk_targets
 from ..findings.collector import Findings
 from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
+from . import result_type
 
-# request: gpu.request.Request or None; deep, kernels: as --deep, --kernels;
-# roots: with --closure, the closure's roots, which the report names as its targets.
+# targets: real paths (commands/ resolved them); request: cuda.request.Request
+# or None; deep, kernels: as --deep, --kernels; roots: with --closure, the
+# closure's roots, which the report names as its targets.
 Options = namedtuple("Options", "targets policy request deep kernels roots", defaults=(False, False, None))
 
+Result = result_type("archs", "report", """report: findings.gpu.ArchReport.""",
+                     lambda r: r.report.failed)
 
-def run(options: Options, progress=nullcontext):
+
+def run(options: Options, progress=nullcontext) -> Result:
     """The report of `archs`. `progress`: a context manager giving a callback
     for the count of files."""
     with progress() as shown:
         report = archs(options.targets, options.policy, options.request, options.deep, shown, options.kernels)
     if options.roots is not None:
         report.targets = options.roots
-    return report
+    return Result(report)
 
 
 def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):

@@ -9,37 +9,42 @@ from contextlib import nullcontext
 from ..elf.reader import InvalidElf, read_elf
 from ..errors import UsageError
 from ..pipeline.audit import Report, audit
-from ..targets import Target, is_wheel
+from . import result_type
 
-# targets: targets.Target records; path_info: a saved dump of their closure;
-# build: build installables; root: the tree libraries must resolve in; tree:
-# the one object to show.
-Options = namedtuple("Options", "targets policy path_info build root tree", defaults=(None, False, None, None))
+# targets: targets.Target records (commands/ resolved them); path_info: a
+# saved dump of their closure; root: the tree libraries must resolve in;
+# tree: the one object to show; list_opened: list every name objects may
+# open, not one line of them (the terminal's choice, --opened).
+Options = namedtuple("Options", "targets policy path_info root tree list_opened", defaults=(None, None, None, False))
 
 
-def run(options: Options, progress=nullcontext):
-    """The audit of `audit`: (the report, the load chain of --tree or None).
-    `progress`: a context manager giving a callback for the count of files."""
-    closure = store_closure(options.targets, options.path_info, options.build)
+Result = result_type("audit", "report tree list_opened", """report: a Report; tree: the load chain
+of --tree, or None; list_opened: as in Options.""", lambda r: r.report.failed)
+
+
+def run(options: Options, progress=nullcontext) -> Result:
+    """The audit of `audit`. `progress`: a context manager giving a callback
+    for the count of files."""
+    closure = store_closure(options.targets, options.path_info)
     with progress() as shown:
         report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
                                progress=shown, closure=closure, need_root=True)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
-    return report, chain
+    return Result(report, chain, options.list_opened)
 
 
-def store_closure(targets: list[Target], path_info: str | None, build: bool):
-    """The Nix closure of the targets when they are store paths (from Nix, or
-    from --path-info), else None. A closure that cannot be read fails the
-    audit: its forbidden paths would go unseen."""
-    roots = [None if is_wheel(t.path) else t.store_path for t in targets]
+def store_closure(targets: list, path_info: str | None):
+    """The Nix closure of the targets (targets.Target) when they are store
+    paths (from Nix, or from --path-info), else None. A closure that cannot be
+    read fails the audit: its forbidden paths would go unseen."""
+    roots = [t.store_path if t.kind == "store" else None for t in targets]
     if not all(roots):
         if path_info is not None:
             raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")
         return None
     from ..closure.graph import load_closure
 
-    return load_closure(list(dict.fromkeys(roots)), path_info, build)
+    return load_closure(list(dict.fromkeys(roots)), path_info)
 
 
 def tree_chain(report: Report, loader, path: str):

@@ -10,11 +10,14 @@ from ..closure.diff import diff
 from ..closure.sizes import roots_closure_size
 from ..findings.forbidden import forbidden_matches, forbidden_paths
 from ..findings.collector import Findings
+from . import result_type
 
 Options = namedtuple("Options", "old new policy")
-# packages: closure.diff.PackageDiff; findings: sorted; explanations: of the
-# forbidden paths; old_size, new_size: the roots' closure sizes.
-Result = namedtuple("Result", "packages findings explanations old_size new_size")
+
+Result = result_type("diff", "old new packages findings explanations old_size new_size", """old, new:
+the closures; packages: closure.diff.PackageDiff; findings: sorted;
+explanations: of the forbidden paths; old_size, new_size: the roots'
+closure sizes.""")
 
 
 def run(options: Options, progress=nullcontext) -> Result:
@@ -26,4 +29,5 @@ def run(options: Options, progress=nullcontext) -> Result:
     with progress() as shown:
         explanations = forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy),
                                        progress=shown)
-    return Result(packages, findings.sorted(), explanations, roots_closure_size(old), roots_closure_size(new))
+    return Result(old, new, packages, findings.sorted(), explanations, roots_closure_size(old),
+                  roots_closure_size(new))

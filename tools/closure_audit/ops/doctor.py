@@ -18,13 +18,15 @@ from ..findings.gpu import Kernels, group
 from ..host.probe import Host, probe
 from ..host.root import Root
 from ..nix.storepath import name_part, store_dir, top_store_path
-from ..targets import is_wheel
+from ..util import is_wheel
+from . import result_type
 
 # root: the host's root directory; targets: paths (installables resolved).
 Options = namedtuple("Options", "root targets policy")
-# host: host.probe.Host; facts: findings.doctor.TargetFacts of each group of
-# targets; checks: findings.doctor.Check; findings: sorted.
-Result = namedtuple("Result", "host facts checks findings")
+
+Result = result_type("doctor", "host facts checks findings", """host: host.probe.Host; facts:
+findings.doctor.TargetFacts of each group of targets; checks:
+findings.doctor.Check; findings: sorted.""")
 
 
 def run(options: Options, progress=nullcontext) -> Result:

@@ -10,22 +10,26 @@ from ..gate.checks import check, subject
 from ..closure.sizes import added_sizes, dominator_tree
 from ..findings.forbidden import forbidden_paths
 from ..findings.collector import Findings
+from . import result_type
 
-# budget: a closure.budgets.Budget or None; store: the binary-cache reader the
-# closure came from, for the budget's baseline, or None.
-Options = namedtuple("Options", "closure policy budget store", defaults=(None, None))
-# findings: sorted; with a budget, gate: its closure.gate.Result list; without
-# one, tree (the dominator tree) and added (path -> added size).
-Result = namedtuple("Result", "findings gate tree added", defaults=(None, None, None))
+# budget: a gate.budgets.Budget or None; read_baseline: reads the budget's
+# baseline (commands/options.py closure_reader: where the closure came from);
+# page: the file the page is written to.
+Options = namedtuple("Options", "closure policy budget read_baseline page", defaults=(None, None, None))
+
+Result = result_type("report", "closure budget findings gate tree added page", """findings: sorted;
+with a budget, gate: its gate.checks.Result list; without one, tree (the
+dominator tree) and added (path -> added size); page: as in Options.""",
+                     defaults=(None, None, None, None))
 
 
 def run(options: Options) -> Result:
     closure, policy = options.closure, options.policy
     findings = Findings(policy, "nix-store")
     if options.budget is not None:
-        results = check([subject(options.budget, closure, store=options.store)], policy, findings)
-        return Result(findings.sorted(), gate=results)
+        results = check([subject(options.budget, closure, read_baseline=options.read_baseline)], policy, findings)
+        return Result(closure, options.budget, findings.sorted(), gate=results, page=options.page)
     tree = dominator_tree(closure)
     added = added_sizes(closure, tree)
     forbidden_paths(closure, policy, findings, added=added, scanner=scanner_for(closure))
-    return Result(findings.sorted(), tree=tree, added=added)
+    return Result(closure, None, findings.sorted(), tree=tree, added=added, page=options.page)

@@ -10,13 +10,18 @@ from ..closure.sizes import added_sizes
 from ..closure.why import explain, matcher
 from ..findings.forbidden import forbidden_paths
 from ..findings.collector import Findings
+from ..findings.rules import has_error
 from ..nix.storepath import name_part
+from . import result_type
 
 # patterns: what to explain; none: every path the policy forbids.
 Options = namedtuple("Options", "closure policy patterns all_chains", defaults=((), False))
-# explanations: closure.why.Explanation; findings: sorted; added: path -> added
-# size; bytes_scanned: by the evidence scanner.
-Result = namedtuple("Result", "explanations findings added bytes_scanned")
+
+Result = result_type("why", "closure explanations findings added bytes_scanned query", """explanations:
+closure.why.Explanation; findings: sorted; added: path -> added size;
+bytes_scanned: by the evidence scanner; query: PATTERNs were given. Failed:
+a query that matched nothing, else a finding of severity error.""",
+                     lambda r: not r.explanations if r.query else has_error(r.findings))
 
 
 def run(options: Options, progress=nullcontext) -> Result:
@@ -28,7 +33,7 @@ def run(options: Options, progress=nullcontext) -> Result:
         scanner = scanner_for(closure, shown)
         explanations = _explain(closure, options.policy, options.patterns, findings, added, scanner,
                                 options.all_chains)
-    return Result(explanations, findings.sorted(), added, scanner.bytes_scanned)
+    return Result(closure, explanations, findings.sorted(), added, scanner.bytes_scanned, bool(options.patterns))
 
 
 def _explain(closure, policy, patterns, findings, added, scanner, all_chains):

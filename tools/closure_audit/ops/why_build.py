@@ -5,22 +5,25 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..drv.derivation import instantiate
 from ..drv.plan import open_substituters, why_build
+from . import result_type
 
-# targets, like: .drv paths or installables; stores: the --store URLs, None
-# for Nix's substituters; keys: --trusted-public-keys; workers: requests in flight.
-Options = namedtuple("Options", "targets like stores keys refresh workers")
-# targets: the .drv paths; plan, names, causes: as closure.plan.why_build gives them.
-Result = namedtuple("Result", "targets plan names causes")
+# targets, like: .drv paths (commands/ resolved them; like may be None);
+# stores: the --store URLs, None for Nix's substituters; keys:
+# --trusted-public-keys; workers: requests in flight; given: the targets as
+# the user wrote them, for the Markdown summary.
+Options = namedtuple("Options", "targets like stores keys refresh workers given")
+
+Result = result_type("why-build", "given targets plan names causes", """given: as in Options;
+targets: the .drv paths; plan, names, causes: as drv.plan.why_build gives
+them. Failed: something to build.""", lambda r: bool(r.plan.build))
 
 
 def run(options: Options) -> Result:
-    targets = list(dict.fromkeys(instantiate(t) for t in options.targets))
-    like = None if options.like is None else instantiate(options.like)
+    targets, like = list(dict.fromkeys(options.targets)), options.like
     substituters = open_substituters(options.stores, options.keys, options.refresh, options.workers)
     try:
         plan, names, causes = why_build(targets, like, substituters, options.workers)
     finally:
         substituters.close()
-    return Result(targets, plan, names, causes)
+    return Result(options.given, targets, plan, names, causes)

@@ -68,6 +68,19 @@ def closure_picture(closure: Closure, added: dict[str, int], dominators, finding
                    dominators=dominators, findings=findings)
 
 
+def gate_page(result) -> tuple[list[Picture], str]:
+    """The pictures and title of the gate's page (--html)."""
+    return gate_pictures(result.results, result.findings), "closure-audit gate"
+
+
+def report_page(result) -> tuple[list[Picture], str]:
+    """The pictures and title of report's page: against its budget, or the
+    closure judged on its own."""
+    pictures = gate_pictures(result.gate, result.findings) if result.budget is not None else \
+        [closure_picture(result.closure, result.added, result.tree, result.findings)]
+    return pictures, f"closure-audit report: {pictures[0].name}"
+
+
 @cache
 def _asset(name: str) -> str:
     return files(__package__).joinpath(name).read_text(encoding="utf-8")

@@ -98,7 +98,8 @@ def _encoder():
 
 # -- audit -----------------------------------------------------------------------
 
-def audit_json(report, tree: Chain | None = None) -> dict:
+def audit_json(result) -> dict:
+    report, tree = result.report, result.tree
     env = report.env
     sections = {"environment": {"store_dir": env.store_dir, "tree_roots": list(env.tree_roots),
                                 "host_dirs": list(env.host_dirs), "driver_dirs": list(env.driver_dirs)}}
@@ -138,22 +139,26 @@ def explanation_json(e, sizes: dict[str, int]) -> dict:
             "hops": [h.to_json() for h in e.hops], "referrers": [h.to_json() for h in e.referrers]}
 
 
-def why_json(closure, explanations, findings, added: dict[str, int], bytes_scanned: int) -> dict:
-    return envelope("why", closure.roots, "nix-store", findings,
+def why_json(result) -> dict:
+    closure, explanations = result.closure, result.explanations
+    return envelope("why", closure.roots, "nix-store", result.findings,
                     {"paths": len(closure.graph), "closure_size": closure.total_size(),
-                     "explained": len(explanations), "bytes_scanned": bytes_scanned},
-                    explanations=[explanation_json(e, added) for e in explanations])
+                     "explained": len(explanations), "bytes_scanned": result.bytes_scanned},
+                    explanations=[explanation_json(e, result.added) for e in explanations])
 
 
-def size_json(closure, rows, total: int) -> dict:
+def size_json(result) -> dict:
     """`rows` (sizes.py's SizeTable) are streamed: emit() writes them one by one."""
+    closure, rows, total = result
     return envelope("size", closure.roots, "nix-store", [],
                     {"paths": rows.paths, "closure_size": total, "shown": len(rows)},
                     paths=({"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
                             "added_size": r.added_size} for r in rows))
 
 
-def diff_json(old, new, packages, findings, old_size: int, new_size: int) -> dict:
+def diff_json(result) -> dict:
+    old, new, packages, findings, old_size, new_size = (result.old, result.new, result.packages, result.findings,
+                                                        result.old_size, result.new_size)
     status = Counter(p.status for p in packages)
     return envelope("diff", old.roots + new.roots, "nix-store", findings,
                     {"added": status["added"], "removed": status["removed"], "changed": status["changed"],
@@ -164,7 +169,8 @@ def diff_json(old, new, packages, findings, old_size: int, new_size: int) -> dic
                     packages=(p.to_json() for p in packages))
 
 
-def gate_json(results, findings) -> dict:
+def gate_json(result) -> dict:
+    results, findings = result.results, result.findings
     targets = []
     for r in results:
         b = r.budget
@@ -188,7 +194,8 @@ def _code_json(code) -> dict:
             "capability": code.capability}
 
 
-def archs_json(report) -> dict:
+def archs_json(result) -> dict:
+    report = result.report
     request = report.request
     files = []
     for f in report.files:
@@ -215,7 +222,8 @@ def archs_json(report) -> dict:
 
 # -- doctor ----------------------------------------------------------------------
 
-def doctor_json(host, facts, checks, findings) -> dict:
+def doctor_json(result) -> dict:
+    host, facts, checks, findings = result
     status = Counter(c.status for c in checks)
     d = host.driver
     # Several groups of targets (store paths and trees) are each judged in
@@ -235,7 +243,8 @@ def doctor_json(host, facts, checks, findings) -> dict:
                     checks=[c.to_json() for c in checks])
 
 
-def why_build_json(targets: list[str], plan, names: dict[str, str], causes) -> dict:
+def why_build_json(result) -> dict:
+    targets, plan, names, causes = result.targets, result.plan, result.names, result.causes
     return envelope("why-build", targets, "nix-store", [],
                     {"build": len(plan.build), "fetch": len(plan.fetch), "root_causes": len(causes)},
                     build=[{"drv": d, "name": names[d], "because": plan.because[d]} for d in plan.build],

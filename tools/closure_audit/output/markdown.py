@@ -47,7 +47,8 @@ def _explanation(e, where: str) -> list[str]:
     return lines + ["", "</details>"]
 
 
-def gate_markdown(results, findings) -> str:
+def gate_markdown(result) -> str:
+    results, findings = result.results, result.findings
     lines = _verdict("gate", findings)
     lines += ["| target | closure | budget | baseline | growth | verdict |",
               "| --- | ---: | ---: | ---: | ---: | --- |"]
@@ -71,9 +72,10 @@ def gate_markdown(results, findings) -> str:
     return "\n".join(lines) + "\n"
 
 
-def diff_markdown(old, new, packages, findings, explanations, old_size: int, new_size: int) -> str:
+def diff_markdown(result) -> str:
     """The diff in the gate's style: verdict, one table of what changed,
     findings, and the chain of each forbidden path the new closure brings."""
+    old, new, packages, findings, explanations, old_size, new_size = result
     lines = _verdict("diff", findings)
     lines += [f"old: {_cell(', '.join(name_part(r) for r in old.roots))}, {format_size(old_size)}  ",
               f"new: {_cell(', '.join(name_part(r) for r in new.roots))}, {format_size(new_size)}, "
@@ -135,9 +137,11 @@ def setting_text(s) -> str:
     return f"{s.setting} {s.old if s.old is not None else '∅'} → {s.new if s.new is not None else '∅'}"
 
 
-def why_build_markdown(targets: list[str], plan, names: dict[str, str], causes) -> str:
+def why_build_markdown(result) -> str:
     """The gate's style: a verdict naming the settings that take the targets
-    off the cache, the plan's counts, then each root cause with its like."""
+    off the cache (as the user named them), the plan's counts, then each root
+    cause with its like."""
+    targets, plan, names, causes = result.given, result.plan, result.names, result.causes
     # A .drv path is shown by its name; an installable as given.
     what = ", ".join(f"`{_cell(name_part(t).removesuffix('.drv') if top_store_path(t) == t else t)}`"
                      for t in targets)

@@ -24,7 +24,7 @@ def utf8(text: str) -> str:
 def printable(text: str) -> str:
     """A name as text for a terminal or Markdown: bytes that are not UTF-8
     and control characters become \\xNN escapes. Markup in it is never
-    interpreted (the consoles of output/terminal.py print text as it is)."""
+    interpreted (the consoles of output/terminal/ print text as it is)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", utf8(text))
 
 
