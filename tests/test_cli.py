@@ -129,7 +129,7 @@ def test_policy_can_fail_on_warnings(build, tmp_path):
     build.lib("lib/libx.so", runpath=["$ORIGIN/missing"])
     assert run_cli("audit", str(build.root)).returncode == 0
     pol = tmp_path / "p.toml"
-    pol.write_text('schema = "closure-audit-policy/1"\n[severity]\nrunpath-missing-dir = "error"\n')
+    pol.write_text('schema = "closure-audit-policy/1"\n[severity]\nrunpath-stale-dir = "error"\n')
     assert run_cli("audit", "--policy", str(pol), str(build.root)).returncode == 1
 
 

@@ -14,27 +14,55 @@ import os
 
 from ..cuda.redist import install_hint
 from ..loader import model as ld
-from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, PLUGIN_FEATURES
+from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES
 from ..loader.chains import Resolved
 from ..loader.model import Chain, LoadedObject, Loader, Resolution
+from ..loader.preloads import site_dirs
+from ..loader.process import first_load, module_of
 from .collector import Findings
 from .policy import ignore_line
 
 
 class FromHost:
-    """CUDA libraries a tree gets only from the host, through DT_NEEDED or
-    dlopen: one cuda-library-from-host finding per library, which counts every
-    object that needs or opens it and names what to install."""
+    """CUDA libraries a tree's objects get from the host, through DT_NEEDED
+    or dlopen. Per library: where a process of the tree loads the tree's own
+    copy first, each such object is preloaded-library (a warning naming who
+    loads it and when); the others make one cuda-library-from-host finding,
+    which counts every object, names the tree's copy if it holds one (what
+    its search path misses) and otherwise what to install."""
 
-    def __init__(self):
+    def __init__(self, processes=(), providers: dict[str, list[str]] | None = None, inside=None,
+                 unread: list[str] | None = None):
+        """`unread`: framework files whose preloads could not be read
+        (loader/preloads.py notes): what they load first is unknown."""
+        self.unread = unread or []
         self._libraries: dict[str, tuple[str, dict[str, dict]]] = {}  # name -> (host path, {file: evidence})
+        self.processes = list(processes)
+        self.providers = providers or {}
+        self.inside = inside or (lambda path: False)
 
     def note(self, name: str, file: str, host_path: str, **evidence) -> None:
         self._libraries.setdefault(name, (host_path, {}))[1].setdefault(file, evidence)
 
+    def preloaded(self, findings: Findings, file: str, name: str, host_path: str | None, **fields) -> bool:
+        """Add preloaded-library when a process loads the tree's copy of
+        `name` before `file` asks for it; False when none does."""
+        hit = first_load(self.processes, file, name, self.inside)
+        if hit is None:
+            return False
+        proc, need = hit
+        alone = f"on its own it gets the host's {host_path}" if host_path else "on its own it finds none and fails"
+        findings.add("preloaded-library", file,
+                     f"{name}: {os.path.basename(file)} gets the tree's {need.path} only because it is {need.why}; "
+                     f"{alone}", needed=name, tree_path=need.path, host_path=host_path,
+                     loaded_by=need.preload.framework if need.preload else None,
+                     trigger=need.preload.trigger if need.preload else None, process=proc.name, **fields)
+        return True
+
     def report(self, findings: Findings) -> None:
         for name, (host_path, objects) in sorted(self._libraries.items()):
-            files = sorted(f for f in objects if not findings.ignored(f))
+            files = [f for f in sorted(objects) if not findings.ignored(f)
+                     and not self.preloaded(findings, f, name, host_path)]
             if not files:
                 continue
             opened = [{"file": f, **objects[f]} for f in files if objects[f]]
@@ -42,10 +70,23 @@ class FromHost:
             count = f"{len(files)} objects need" if len(files) > 1 else "1 object needs"
             # dlopen maps the host's file beside whatever copy the tree loads: two CUDA runtimes in one process.
             twice = "; opened at run time, it is mapped beside the tree's own copy" if opened else ""
-            findings.add("cuda-library-from-host", files[0],
-                         f"{name} is not in the tree; only the host has it, at {host_path}, and {count} "
-                         f"it ({os.path.basename(files[0])}{more}){twice}: ship {install_hint(name)}",
-                         needed=name, host_path=host_path, objects=files, opened=opened)
+            held = [p for p in self.providers.get(name, []) if self.inside(p)]
+            versioned = [p for k, v in sorted(self.providers.items()) if k.startswith(name + ".")
+                         for p in v if self.inside(p)]
+            if held:
+                # The tree has it: what is wrong is the path to it, not a missing wheel.
+                first = (f"nothing the tree is known to load first maps it ({self.unread[0]})" if self.unread
+                         else "nothing the tree loads first maps it")
+                text = (f"{name}: the tree holds {held[0]}, but the search path of {os.path.basename(files[0])}"
+                        f"{more} does not reach it and {first}, so the loader takes the host's {host_path}"
+                        f"{twice}: add {os.path.dirname(held[0])} to its runpath")
+            else:
+                only = (f" (the tree holds only {versioned[0]}, which glibc does not take for {name})"
+                        if versioned else "")
+                text = (f"{name} is not in the tree{only}; only the host has it, at {host_path}, and {count} "
+                        f"it ({os.path.basename(files[0])}{more}){twice}: ship {install_hint(name)}")
+            findings.add("cuda-library-from-host", files[0], text, needed=name, host_path=host_path,
+                         objects=files, opened=opened, tree_copies=held + versioned)
 
 
 def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, str | None]]:
@@ -75,6 +116,8 @@ class LoadJudge:
         self.from_host = from_host if from_host is not None else FromHost()
         self.plugins = plugins or {}
         self._linted: set[str] = set()
+        self.sites = site_dirs(self.env.tree_roots) if not self.env.nix else []
+        self.shadowable: dict[str, tuple[str, set[str]]] = {}  # name -> (host copy, objects)
 
     def judge(self, chain: Chain) -> None:
         env, add = self.env, self.findings.add
@@ -95,12 +138,18 @@ class LoadJudge:
                         continue
                 if res.how == ld.NOT_FOUND:
                     self.unresolved(obj, res, chain)
+                elif (not env.nix and res.how == ld.RUNPATH and ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES)
+                      and env.in_tree(self.loader.realpath(res.path))):
+                    host = self.loader.default_copy(name, chain.root)
+                    if host is not None:
+                        self.shadowable.setdefault(name, (host, set()))[1].add(obj.real)
                 elif (not env.nix and res.how in (ld.RPATH, ld.RUNPATH, ld.DEFAULT, ld.PATH)
                       and not env.in_tree(self.loader.realpath(res.path))
                       and not ld.matches_any(name, env.host_allowed)):
                     if ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES):
-                        # What breaks at import time on any machine without that CUDA install.
-                        self.from_host.note(name, obj.real, res.path)
+                        if not self.loose(obj, chain, res):
+                            # What breaks at import time on any machine without that CUDA install.
+                            self.from_host.note(name, obj.real, res.path)
                     else:
                         add("resolved-on-host", obj.real,
                             f"{name} resolves only outside the tree, at {res.path}", needed=name,
@@ -110,6 +159,23 @@ class LoadJudge:
                         f"{name} is found in {len(res.shadowed) + 1} runpath directories with different "
                         f"contents; {res.path} wins", needed=name, winner=res.path, others=res.shadowed)
 
+    def loose(self, obj: LoadedObject, chain: Chain, res: Resolution) -> bool:
+        """A library no file of the tree loads (not a program, not a Python
+        module), whose need only the host answers while the tree holds a
+        copy: whoever loads it decides which copy it gets, as for
+        needs-preloaded-library (or preloaded-library, where a framework of
+        the tree loads that copy first). False for any other object."""
+        held = [p for p in self.providers.get(res.needed, []) if self.env.in_tree(self.loader.realpath(p))]
+        if not held or obj is not chain.root or obj.elf.is_executable or module_of(obj.real, self.sites):
+            return False
+        if not self.from_host.preloaded(self.findings, obj.real, res.needed, res.path):
+            self.findings.add("needs-preloaded-library", obj.real,
+                              f"{res.needed} is not in this object's search path; it loads the tree's {held[0]} only "
+                              f"if the process already has it, else the host's {res.path}",
+                              needed=res.needed, providers=held, searched=res.searched, chain=[obj.real],
+                              host_path=res.path)
+        return True
+
     def unresolved(self, obj: LoadedObject, res: Resolution, chain: Chain) -> None:
         providers = [] if res.error else self.providers.get(res.needed, [])
         via = []
@@ -118,6 +184,9 @@ class LoadJudge:
             via.append(o.real)
             o = o.parent
         via.reverse()
+        if providers and not chain.root.elf.is_executable and self.from_host.preloaded(
+                self.findings, obj.real, res.needed, None, searched=res.searched):
+            return
         if providers and not chain.root.elf.is_executable:
             # Nothing in this object's search path has it, yet the audit saw it:
             # the load works only in a process that has loaded it before.
@@ -146,7 +215,36 @@ class LoadJudge:
                               f"where it is not wanted, the policy line {line} silences this",
                               plugin=chain.root.real, opener=opener, feature=feature, silence=line, **fields)
             return
+        # Only a Python module's chain: a program or library that needs it fails outright.
+        module = module_of(chain.root.real, self.sites)
+        optional = self.optional(res.needed, via) if module is not None else None
+        if optional is not None:
+            feature, package = optional
+            self.findings.add("optional-library-missing", obj.real,
+                              f"{message}: import {module[1]} fails, and with it {feature}; {package} provides it",
+                              module=module[1], feature=feature, package=package, **fields)
+            return
         self.findings.add("unresolved-library", obj.real, message, **fields)
+
+    @staticmethod
+    def optional(name: str, chain: list[str]) -> tuple[str, str] | None:
+        """(feature, package) of a known optional library: the missing name,
+        else an object of the load chain (what cuFile's RDMA helper needs)."""
+        for candidate in [name] + [os.path.basename(p) for p in reversed(chain)]:
+            for pattern, feature, package in OPTIONAL_LIBRARIES:
+                if ld.matches_any(candidate, (pattern,)):
+                    return feature, package
+        return None
+
+    def report_shadowable(self) -> None:
+        for name, (host, objects) in sorted(self.shadowable.items()):
+            files = sorted(f for f in objects if not self.findings.ignored(f))
+            if files:
+                more = f" and {len(files) - 1} more" if len(files) > 1 else ""
+                self.findings.add("runpath-shadowable", files[0],
+                                  f"{name} resolves in the tree through DT_RUNPATH ({os.path.basename(files[0])}"
+                                  f"{more}); an LD_LIBRARY_PATH naming {os.path.dirname(host)} would give the "
+                                  f"host's {host} instead", needed=name, host_path=host, objects=files)
 
     def lint(self, obj: LoadedObject) -> None:
         """Checks of an object's own runpath, once per object."""
@@ -179,7 +277,11 @@ class LoadJudge:
                 add("runpath-impure", obj.real, f"{tag} entry {entry} points outside {where}",
                     entry=entry, tag=tag)
             elif not self.loader.dir_exists(expanded):
-                add("runpath-missing-dir", obj.real, f"{tag} entry {entry} does not exist", entry=entry, tag=tag)
+                if all(r.how != ld.NOT_FOUND for r in obj.resolutions):
+                    add("runpath-stale-dir", obj.real, f"{tag} entry {entry} does not exist; every need resolves",
+                        entry=entry, tag=tag)
+                else:
+                    add("runpath-missing-dir", obj.real, f"{tag} entry {entry} does not exist", entry=entry, tag=tag)
             names = self.loader.listing(expanded) or ()
             stubs = sorted(n for n in names if env.is_driver(n))
             if stubs:
@@ -196,5 +298,6 @@ def judge_loading(loader: Loader, resolved: Resolved, findings: Findings, from_h
     judge = LoadJudge(loader, resolved, findings, from_host, plugins)
     for chain in resolved.chains:
         judge.judge(chain)
+    judge.report_shadowable()
     if from_host is None:
         judge.from_host.report(findings)

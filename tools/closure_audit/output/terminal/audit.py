@@ -13,6 +13,7 @@ from ...loader import model as ld
 from ...loader.model import Chain, LoadedObject, Resolution
 from ...util import relative_to
 from ..text import printable
+from . import grouped
 from . import _Table, counts, explanation_tree, findings_tables, header, plural, verdict
 
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
@@ -35,7 +36,12 @@ def render_audit(console, result) -> None:
     if tree is not None:
         console.print()
         console.print(_load_tree(tree, report.mode, short))
-    findings_tables(console, report.findings, short)
+    # Errors first, then each framework's conditional loads, the rest, one line per package of stale entries.
+    errors, conditional, rest, stale = grouped.split(report.findings)
+    findings_tables(console, errors, short)
+    grouped.conditional_blocks(console, conditional, short)
+    findings_tables(console, rest, short)
+    grouped.stale_lines(console, stale, report.env.tree_roots)
     added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
     for e in report.explanations:
         console.print()

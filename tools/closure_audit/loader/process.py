@@ -1,0 +1,192 @@
+"""The processes a tree implies, as link maps: docs/loader.md#processes.
+
+One process per framework: a top-level package holding extension modules
+(torch, cupy, jax, ...), with the packages named after it (torchvision and
+torchaudio import torch first; cupy_backends and cupyx belong to cupy;
+jaxlib and jax_plugins to jax). Each is an ordered set of loaded objects:
+the framework's preloads at its import (loader/preloads.py), then each
+extension module in path order, each preceded by the preloads its trigger
+makes. Every name is resolved as glibc does, a name already loaded first
+(Loader.chain with the process's LinkMap), so a need that a module alone
+takes from the host is taken from the tree's copy a preload mapped.
+
+What judges read: which process loads an object, what each of its needs
+resolves to there and why (`need`, `records`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from ..util import under
+from .chains import Resolved
+from .model import ALREADY_LOADED, NOT_FOUND, LinkMap, LoadedObject, Loader, Resolution
+from .preloads import Preload, Preloads, site_dirs
+
+
+# The Python tag and suffix of an extension module's file name.
+_TAG = re.compile(r"(\.(cpython-[^.]*|abi3|cp[0-9][^.]*))?\.so$")
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one name one object asks for resolves to in a process, and why."""
+
+    process: str
+    file: str  # the object, real path
+    name: str
+    path: str | None  # the file it gets; None: nothing
+    how: str  # as Resolution.how
+    why: str  # in words: the search step, or who loaded the file first and when
+    preload: Preload | None = None  # the framework load that mapped it, where one did
+
+
+@dataclass
+class Process:
+    name: str  # the framework: its top-level package
+    packages: tuple[str, ...]
+    link_map: LinkMap = field(default_factory=LinkMap)
+    preloaded: dict[int, Preload] = field(default_factory=dict)  # id(root object) -> its preload
+    modules: dict[int, str] = field(default_factory=dict)  # id(root object) -> module, dotted
+    triggered: dict[str, list[Preload]] = field(default_factory=dict)  # module's real path -> its trigger's loads
+
+    def objects_of(self, real: str) -> list[LoadedObject]:
+        return [o for o in self.link_map.objects if o.real == real]
+
+    def origin(self, obj: LoadedObject) -> tuple[LoadedObject, Preload | None]:
+        """The first object of obj's chain, and the preload that loaded it."""
+        while obj.parent is not None:
+            obj = obj.parent
+        return obj, self.preloaded.get(id(obj))
+
+    def why(self, obj: LoadedObject) -> str:
+        """Why obj is in the process, in words."""
+        root, preload = self.origin(obj)
+        through = "" if root is obj else f", which loads {obj.path}"
+        if preload is not None:
+            return f"{preload.framework} loads {root.path} by path at {preload.trigger} ({preload.source}){through}"
+        module = self.modules.get(id(root))
+        return f"import {module} loads {root.path}{through}" if module else f"{root.path} is loaded{through}"
+
+    def need(self, obj: LoadedObject, res: Resolution) -> Need:
+        preload = None
+        if res.how == ALREADY_LOADED and res.target is not None:
+            why = f"already loaded: {self.why(res.target)}"
+            preload = self.origin(res.target)[1]
+        elif res.via is not None:
+            owner = f" of {res.via.owner}" if res.via.owner else ""
+            why = f"{res.how} {res.via.entry}{owner}"
+        elif res.how == NOT_FOUND:
+            why = res.error or "found nowhere the loader looks"
+        else:
+            why = res.how
+        return Need(self.name, obj.real, res.needed, res.path, res.how, why, preload)
+
+    def records(self):
+        """Every need of every object of the process, in load order."""
+        for obj in self.link_map.objects:
+            for res in obj.resolutions:
+                yield self.need(obj, res)
+
+    def loaded(self, name: str) -> LoadedObject | None:
+        """The object a dlopen(name) of any object of the process finds
+        already loaded, once the imports are done."""
+        return self.link_map.by_name.get(name)
+
+
+def module_of(path: str, sites: list[str]) -> tuple[str, str] | None:
+    """(site-relative path without suffix, dotted name) of a Python extension
+    module (or a library Python loads by path, such as torchvision's _C.so);
+    None for a shared library (a versioned name, libfoo.so.1, or lib*.so
+    without a Python tag) or one outside the sites."""
+    base = os.path.basename(path)
+    if not base.endswith(".so") or base.startswith("lib") and not (".cpython-" in base or ".abi3." in base):
+        return None
+    site = next((s for s in sites if under(path, s) and path != s), None)
+    if site is None:
+        return None
+    rel = os.path.relpath(path, site)
+    top = rel.split("/", 1)[0]
+    if "/" not in rel or top == "nvidia" or top.endswith(".libs"):
+        return None
+    stem = os.path.join(os.path.dirname(rel), _TAG.sub("", base))
+    return stem, stem.replace("/", ".")
+
+
+def framework(package: str, packages: set[str]) -> str:
+    """The framework a top-level package belongs to: the shortest other
+    package it is named after (torchvision: torch)."""
+    heads = [p for p in packages if package.startswith(p) and p != package and len(p) >= 3]
+    return min(heads, key=len) if heads else package
+
+
+def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], found: Preloads) -> list[Process]:
+    """The process of every framework of the trees."""
+    sites = site_dirs(roots)
+    modules: dict[str, list[tuple[str, str, str]]] = {}  # top-level package -> (stem, dotted, real path)
+    for path in resolved.entry_points:
+        m = module_of(path, sites)
+        if m is not None:
+            modules.setdefault(m[0].split("/", 1)[0], []).append((m[0], m[1], path))
+    tops = set(modules) | {p.package for p in found.preloads}
+    # Heads are any package of the sites: jax itself holds no module, jaxlib and jax_plugins do.
+    names = tops | {n for s in sites for n in loader.listing(s) or () if n.isidentifier()}
+    groups: dict[str, list[str]] = {}
+    for top in sorted(tops):
+        groups.setdefault(framework(top, names), []).append(top)
+    out = []
+    for name, packages in groups.items():
+        proc = Process(name, tuple(packages))
+        for preload in found.preloads:
+            if preload.package in packages and preload.module is None:
+                _preload(loader, proc, preload)
+        for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
+            for preload in found.preloads:
+                if preload.package in packages and preload.module == stem:
+                    _preload(loader, proc, preload)
+                    proc.triggered.setdefault(path, []).append(preload)
+            elf = loader.candidate(path)[1]
+            if elf is not None:
+                chain = loader.chain(path, elf, link_map=proc.link_map)
+                if chain.objects:
+                    proc.modules[id(chain.root)] = dotted
+        out.append(proc)
+    return out
+
+
+def _preload(loader: Loader, proc: Process, preload: Preload) -> None:
+    lm = proc.link_map
+    if any(n in lm.by_name for n in preload.unless):
+        return  # cuda-pathfinder takes the copy already loaded
+    elf = loader.candidate(preload.path)[1]
+    if elf is None:
+        return  # ctypes raises; the framework goes on without it
+    chain = loader.chain(preload.path, elf, link_map=lm)
+    if chain.objects:
+        proc.preloaded[id(chain.root)] = preload
+
+
+def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[Process, Need] | None:
+    """A process in which `file`'s need (or dlopen) of `name` gets a file
+    `inside` the tree that another object of the process loaded first: the
+    process and that need."""
+    for proc in processes:
+        for obj in proc.objects_of(file):
+            res = next((r for r in obj.resolutions if r.needed == name), None)
+            if res is None:
+                hit = proc.loaded(name)
+                if hit is None or hit is obj:
+                    continue
+                res = Resolution(name, ALREADY_LOADED, path=hit.path, target=hit)
+            if res.how == ALREADY_LOADED and res.target is not None and inside(res.target.real):
+                need = proc.need(obj, res)
+                # The module's own trigger loads that very file: it, not an earlier
+                # module's trigger that happened to load it first, is what the user meets.
+                own = next((p for p in proc.triggered.get(file, ()) if p.path == res.target.path), None)
+                if own is not None and own is not need.preload:
+                    need = replace(need, why=f"already loaded: {own.framework} loads {own.path} by path at "
+                                            f"{own.trigger} ({own.source})", preload=own)
+                return proc, need
+    return None
