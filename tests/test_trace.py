@@ -48,10 +48,11 @@ def main_image(report: dict) -> dict:
 def test_trace_lists_what_proc_maps_shows(tmp_path):
     tree, top, dep, plug = venv(tmp_path)
     maps = tmp_path / "maps"
-    p, report = trace("--against", str(tree), "--", *python(
-        f"ctypes.CDLL({str(top)!r})", f"ctypes.CDLL({str(plug)!r})",
-        f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read())", status=3))
+    command = python(f"ctypes.CDLL({str(top)!r})", f"ctypes.CDLL({str(plug)!r})",
+                     f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read())", status=3)
+    p, report = trace("--against", str(tree), "--", *command)
     assert p.returncode == 3, p.stderr  # the command's own status, passed through
+    assert report["target"] == command  # the command line (docs/json.md)
     assert report["exit_status"] == 3 and report["tree_root"] == str(tree)
     image = main_image(report)
     mapped = set()
@@ -128,6 +129,7 @@ def test_terminal_table(tmp_path):
     assert p.returncode == 0, p.stderr
     assert f"needed by {top.name}" in p.stdout and str(dep) in p.stdout
     assert "OK: no finding of severity error" in p.stdout
+    assert f"· {sys.executable} -c" in p.stdout.splitlines()[0]  # the header names the command line
 
 
 def test_tree_found_from_the_process(tmp_path):

@@ -269,7 +269,7 @@ def _list(items):
 def trace_json(result) -> dict:
     """`result`: ops/trace.py's Result (docs/json.md#trace)."""
     objects = sum(len(p.objects) for p in result.processes)
-    return envelope("trace", list(result.command), "tree", result.findings,
+    return envelope("trace", list(result.argv), "tree", result.findings,
                     {"processes": len(result.processes), "objects": objects, "exit_status": result.exit_status},
                     tree_root=result.tree, exit_status=result.exit_status,
                     processes=[{"pid": p.pid, "program": p.program,
