@@ -75,7 +75,7 @@ def main() -> int:
                      for c in f["codes"] if c["section"] not in (".nv_fatbin", "__nv_relfatbin"))
         print(f"{name}: --deep finds {hidden} more code objects outside the fatbin sections")
 
-    # Judging reads kernels where a cubin is not enough (docs/archs.md#kernels):
+    # Judging reads kernels where a cubin is not enough (docs/commands/archs.md#kernels):
     # cuFFT's PTX beside its sm_86 and sm_90 cubins, 117 MiB of payloads.
     cufft = str(site / "nvidia/cu13/lib/libcufft.so.12")
     plain = measure("archs libcufft.so.12", ours + [cufft], args.runs)

@@ -259,7 +259,7 @@ def query(roots: list[str]) -> Closure:
     """The closure of `roots` from the local store. Nix is not asked for
     closure sizes: `--closure-size` makes it walk every path's closure
     (more than thirty times as long as reading the graph, with Nix 2.8:
-    docs/scale.md);
+    docs/engineering/scale.md);
     sizes.py computes the ones a command shows."""
     store = store_dir()
     if shutil.which("nix") is not None:

@@ -12,10 +12,10 @@ from ..targets import DUMP, resolve_target
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
+    p.add_argument("--json", action="store_true", help="print the JSON report (docs/reference/json.md)")
 
 
-def add_policy(p: argparse.ArgumentParser, what: str = "TOML policy (docs/policy.md)") -> None:
+def add_policy(p: argparse.ArgumentParser, what: str = "TOML policy (docs/reference/policy.md)") -> None:
     p.add_argument("--policy", metavar="FILE", help=what)
 
 
@@ -42,10 +42,10 @@ def add_closure_inputs(p: argparse.ArgumentParser) -> None:
 
 
 def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None:
-    """--store URL and what goes with it (docs/store.md)."""
+    """--store URL and what goes with it (docs/commands/store.md)."""
     p.add_argument("--store", metavar="URL",
                    help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], https://...) "
-                        "instead of the local store; targets are then full store paths (docs/store.md)")
+                        "instead of the local store; targets are then full store paths (docs/commands/store.md)")
     add_cache_options(p)
     if evidence_option:
         p.add_argument("--evidence", action="store_true",

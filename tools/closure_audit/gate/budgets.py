@@ -1,4 +1,4 @@
-"""Closure budgets: the TOML file the gate checks (docs/gate.md), parsed and
+"""Closure budgets: the TOML file the gate checks (docs/commands/gate.md), parsed and
 validated into plain data, with the command line's overrides applied.
 
 Every key is checked, so a typo never silently drops a budget.

@@ -1,4 +1,4 @@
-"""The processes a tree implies, as link maps: docs/loader.md#processes.
+"""The processes a tree implies, as link maps: docs/internals/loader.md#processes.
 
 One process per framework: a top-level package holding extension modules
 (torch, cupy, jax, ...), with the packages named after it (torchvision and

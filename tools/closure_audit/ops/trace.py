@@ -1,6 +1,6 @@
 """`trace`: run a command under glibc's loader debugging and say what the
 real loader did: every object each process image loaded, why, and from
-where; judged by findings/trace.py (docs/trace.md)."""
+where; judged by findings/trace.py (docs/commands/trace.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""JSON output of every command: the contract in docs/json.md.
+"""JSON output of every command: the contract in docs/reference/json.md.
 
 Every command prints one object with the same envelope (schema, tool,
 command, target, mode, summary, findings) and its own sections.
@@ -267,7 +267,7 @@ def _list(items):
 
 
 def trace_json(result) -> dict:
-    """`result`: ops/trace.py's Result (docs/json.md#trace)."""
+    """`result`: ops/trace.py's Result (docs/reference/json.md#trace)."""
     objects = sum(len(p.objects) for p in result.processes)
     return envelope("trace", list(result.argv), "tree", result.findings,
                     {"processes": len(result.processes), "objects": objects, "exit_status": result.exit_status},
