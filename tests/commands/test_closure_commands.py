@@ -1,13 +1,6 @@
-"""why, size, diff and gate on real store closures built by Nix.
-
-The fixture closure (every edge is a real reference Nix registered):
-
-  torch-2.9.0 ──runpath (used + unused)──▶ cudatoolkit-12.4.1
-     │ ├─text (share/cmake/TorchConfig.cmake)─▶ magma-2.7.2
-     │ ├─bare hash, no /nix/store/ (share/doc/build-info.txt)─▶ fixture-blas-1.0-lib (self-reference)
-     │ ├─elf-string (lib/libtorch_python.so)─▶ fixture-a-1.0 ──text──▶ fixture-c-1.0 ──text──▶ fixture-d-1.0
-     │ └─symlink (share/b-link)───────────────▶ fixture-b-1.0 ──symlink─▶ fixture-c-1.0
-"""
+"""why, size, diff and gate on real store closures built by Nix: the fixture
+closure of support/closures.py, where every edge is a real reference Nix
+registered."""
 
 from __future__ import annotations
 
