@@ -199,6 +199,9 @@ def twice_stated(path) -> list[str]:
             said += " " + sentence
             spans = list(dict.fromkeys(re.findall(r"`([^`]+)`", sentence)))
             named = [(s, row_of(s)) for s in spans if row_of(s)]
+            # A sentence naming rows of several names compares them or lists them together:
+            # its figures are no one row's.
+            named = named if len({key for _s, key in named}) == 1 else []
             subject = named if spans else subject
             if _OTHER.search(sentence):
                 continue
