@@ -10,6 +10,10 @@ makes. Every name is resolved as glibc does, a name already loaded first
 (Loader.chain with the process's LinkMap), so a need that a module alone
 takes from the host is taken from the tree's copy a preload mapped.
 
+With two frameworks or more, one more process: their union, each imported
+after the other in UNION order (torch first, then the others by name), so a
+framework's loads can answer the needs of one imported after it.
+
 What judges read: which process loads an object, what each of its needs
 resolves to there and why (`need`, `records`).
 """
@@ -41,19 +45,31 @@ class Need:
     how: str  # as Resolution.how
     why: str  # in words: the search step, or who loaded the file first and when
     preload: Preload | None = None  # the framework load that mapped it, where one did
+    first: str | None = None  # in the union: the framework imported before the object's whose load mapped it
+
+
+# The union's order: torch first, as torchvision, torchaudio and most stacks
+# import it before anything else; then the other frameworks by name.
+UNION, UNION_FIRST = "union", ("torch",)
 
 
 @dataclass
 class Process:
-    name: str  # the framework: its top-level package
+    name: str  # the framework: its top-level package; UNION for the union
     packages: tuple[str, ...]
+    frameworks: tuple[str, ...] = ()  # imported in this order: (name,), or the union's
     link_map: LinkMap = field(default_factory=LinkMap)
     preloaded: dict[int, Preload] = field(default_factory=dict)  # id(root object) -> its preload
     modules: dict[int, str] = field(default_factory=dict)  # id(root object) -> module, dotted
     triggered: dict[str, list[Preload]] = field(default_factory=dict)  # module's real path -> its trigger's loads
+    imported_by: dict[int, str] = field(default_factory=dict)  # id(root object) -> the framework whose import loads it
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         return [o for o in self.link_map.objects if o.real == real]
+
+    def framework_of(self, obj: LoadedObject) -> str:
+        """The framework whose import loads obj."""
+        return self.imported_by.get(id(self.origin(obj)[0]), self.name)
 
     def origin(self, obj: LoadedObject) -> tuple[LoadedObject, Preload | None]:
         """The first object of obj's chain, and the preload that loaded it."""
@@ -138,25 +154,39 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
         groups.setdefault(framework(top, names), []).append(top)
     out = []
     for name, packages in groups.items():
-        proc = Process(name, tuple(packages))
-        for preload in found.preloads:
-            if preload.package in packages and preload.module is None:
-                _preload(loader, proc, preload)
-        for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
-            for preload in found.preloads:
-                if preload.package in packages and preload.module == stem:
-                    _preload(loader, proc, preload)
-                    proc.triggered.setdefault(path, []).append(preload)
-            elf = loader.candidate(path)[1]
-            if elf is not None:
-                chain = loader.chain(path, elf, link_map=proc.link_map)
-                if chain.objects:
-                    proc.modules[id(chain.root)] = dotted
+        proc = Process(name, tuple(packages), (name,))
+        _import(loader, proc, name, packages, modules, found)
         out.append(proc)
+    if len(groups) > 1:
+        order = sorted(groups, key=lambda n: (UNION_FIRST.index(n) if n in UNION_FIRST else len(UNION_FIRST), n))
+        union = Process(UNION, tuple(p for n in order for p in groups[n]), tuple(order))
+        for name in order:
+            _import(loader, union, name, groups[name], modules, found)
+        out.append(union)
     return out
 
 
-def _preload(loader: Loader, proc: Process, preload: Preload) -> None:
+def _import(loader: Loader, proc: Process, name: str, packages: list[str],
+            modules: dict[str, list[tuple[str, str, str]]], found: Preloads) -> None:
+    """Import framework `name` into proc: its preloads, then each module
+    after the preloads of its trigger."""
+    for preload in found.preloads:
+        if preload.package in packages and preload.module is None:
+            _preload(loader, proc, preload, name)
+    for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
+        for preload in found.preloads:
+            if preload.package in packages and preload.module == stem:
+                _preload(loader, proc, preload, name)
+                proc.triggered.setdefault(path, []).append(preload)
+        elf = loader.candidate(path)[1]
+        if elf is not None:
+            chain = loader.chain(path, elf, link_map=proc.link_map)
+            if chain.objects:
+                proc.modules[id(chain.root)] = dotted
+                proc.imported_by[id(chain.root)] = name
+
+
+def _preload(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
     lm = proc.link_map
     if any(n in lm.by_name for n in preload.unless):
         return  # cuda-pathfinder takes the copy already loaded
@@ -166,12 +196,14 @@ def _preload(loader: Loader, proc: Process, preload: Preload) -> None:
     chain = loader.chain(preload.path, elf, link_map=lm)
     if chain.objects:
         proc.preloaded[id(chain.root)] = preload
+        proc.imported_by[id(chain.root)] = name
 
 
 def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[Process, Need] | None:
     """A process in which `file`'s need (or dlopen) of `name` gets a file
     `inside` the tree that another object of the process loaded first: the
-    process and that need."""
+    process and that need. The frameworks' own processes come before the
+    union, which answers only what an earlier framework's import loads."""
     for proc in processes:
         for obj in proc.objects_of(file):
             res = next((r for r in obj.resolutions if r.needed == name), None)
@@ -188,5 +220,8 @@ def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[
                 if own is not None and own is not need.preload:
                     need = replace(need, why=f"already loaded: {own.framework} loads {own.path} by path at "
                                             f"{own.trigger} ({own.source})", preload=own)
+                first = proc.framework_of(res.target)
+                if first != proc.framework_of(obj):
+                    need = replace(need, first=first)
                 return proc, need
     return None
