@@ -153,7 +153,7 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
     for top in sorted(tops):
         groups.setdefault(framework(top, names), []).append(top)
     out = []
-    for name, packages in groups.items():
+    for name, packages in sorted(groups.items()):
         proc = Process(name, tuple(packages), (name,))
         _import(loader, proc, name, packages, modules, found)
         out.append(proc)
