@@ -9,7 +9,8 @@ Lays out torch 2.14.1 (CUDA build) and NVIDIA's CUDA 13 wheels as pip does
   lddtree FILE...                        resolves every ELF file's needs
 
 Targets: closure-audit at most 1.5x scanelf's time, at least 5x faster than
-lddtree, peak memory under 200 MB. Exit status 1 when a target is missed.
+lddtree, peak memory under 200 MB; `audit --symbols` (every undefined symbol
+of objects bound at load time looked up) at most 3x the plain audit. Exit status 1 when a target is missed.
 
   python3 benchmarks/bench_audit.py [--wheels DIR] [--tree DIR] [--runs N]
 """
@@ -40,12 +41,14 @@ def main() -> int:
     print(f"tree: {tree} ({files:,} files, {len(elf_files)} ELF files)")
 
     audit = measure("closure-audit audit", closure_audit_command() + ["audit", "--json", str(tree)], args.runs)
+    symbols = measure("closure-audit audit --symbols",
+                      closure_audit_command() + ["audit", "--symbols", "--json", str(tree)], args.runs)
     scan = measure("scanelf -R", [scanelf, "-R", str(tree)], args.runs, ok=(0,))
     ldd = measure("lddtree (every ELF file)", [*lddtree, *elf_files], max(3, args.runs // 3), ok=(0,))
 
     print()
     print(f"{'command':30} {'median s':>9} {'peak MB':>8}")
-    for t in (audit, scan, ldd):
+    for t in (audit, symbols, scan, ldd):
         print(f"{t.label:30} {t.seconds:9.3f} {t.peak_mb:8.1f}")
     vs_scan = audit.seconds / scan.seconds
     vs_ldd = ldd.seconds / audit.seconds
@@ -54,6 +57,8 @@ def main() -> int:
         (f"closure-audit / scanelf = {vs_scan:.2f}x (target <= 1.5x)", vs_scan <= 1.5),
         (f"lddtree / closure-audit = {vs_ldd:.1f}x (target >= 5x)", vs_ldd >= 5),
         (f"closure-audit peak memory = {audit.peak_mb:.0f} MB (target < 200 MB)", audit.peak_mb < 200),
+        (f"audit --symbols / audit = {symbols.seconds / audit.seconds:.2f}x (target <= 3x)",
+         symbols.seconds <= 3 * audit.seconds),
     ]
     for text, ok in checks:
         print(f"{verdict(ok)}  {text}")

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import closure_audit  # noqa: E402
 from closure_audit.elf.reader import parse_sections, read_elf  # noqa: E402
+from closure_audit.elf.versions import Image, read_versions  # noqa: E402
 from parts import CI, require  # noqa: E402
 
 
@@ -130,7 +131,22 @@ def pyelftools_facts(path: str) -> dict:
                         facts["flags_1"] = tag.entry.d_val
         facts["sections"] = [(s.name, s["sh_flags"], s["sh_offset"], 0 if s["sh_type"] == "SHT_NOBITS" else s["sh_size"])
                              for s in list(elf.iter_sections())[1:]]
+        facts["versions"] = _pyelftools_versions(elf)
         return facts
+
+
+def _pyelftools_versions(elf) -> tuple[list, list]:
+    """(every Vernaux as (file, version, weak), the names DT_VERDEF defines), sorted."""
+    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
+
+    required, defined = [], []
+    for section in elf.iter_sections():
+        if isinstance(section, GNUVerNeedSection):
+            required += [(v.name, a.name, bool(a["vna_flags"] & 2)) for v, auxes in section.iter_versions()
+                         for a in auxes]
+        elif isinstance(section, GNUVerDefSection):
+            defined += [next(auxes).name for _d, auxes in section.iter_versions()]
+    return sorted(required), sorted(set(defined))  # a set: the base entry may bear a version's name
 
 
 def our_facts(path: str) -> dict:
@@ -141,7 +157,17 @@ def our_facts(path: str) -> dict:
         "needed": list(e.needed), "rpath": e.rpath, "runpath": e.runpath, "soname": e.soname,
         "flags_1": e.flags_1, "has_dynamic": e.has_dynamic,
         "sections": [(s.name, s.flags, s.offset, s.size) for s in our_sections(path)],
+        "versions": _our_versions(path, e),
     }
+
+
+def _our_versions(path: str, elf) -> tuple[list, list]:
+    image = Image.open(None, path, elf)
+    try:
+        v = read_versions(image)
+    finally:
+        image.close()
+    return sorted((r.file, r.version, r.weak) for r in v.required), sorted(v.defined)
 
 
 def our_sections(path: str):
@@ -168,6 +194,19 @@ def _number(name):
     if name.startswith("ET_0x"):
         return int(name[3:], 16)
     return ENUM_E_MACHINE.get(name, ENUM_E_TYPE.get(name, name))
+
+
+def shared_object(out: Path, source: str, *flags: str) -> Path:
+    """A shared object gcc builds from C `source` at `out`, with extra flags
+    (a version script, -z now, the libraries it needs), read by pyelftools
+    too as every built file is."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.parent / f".{out.name}.c"
+    src.write_text(source)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src), *flags], check=True)
+    src.unlink()
+    assert_matches_pyelftools(str(out))
+    return out
 
 
 class Builder:

@@ -201,3 +201,40 @@ def test_archs_finds_without_deep_what_deep_finds_in_device_code_libraries():
     mine = sorted(map(key, plain["findings"]))
     assert mine == sorted(key(f) for f in deep["findings"] if f["file"] in {g["path"] for g in plain["files"]})
     assert not [f for f in plain["findings"] if f["rule"] == "missing-gpu-arch" and f["file"].endswith("libcufft.so.12")]
+
+
+def test_symbols_of_the_real_tree():
+    """No false symbol-version-missing or undefined-symbol on PyTorch's tree."""
+    p = run_cli("audit", "--symbols", "--json", TREE, timeout=600)
+    assert p.returncode in (0, 1), p.stderr
+    rules = json.loads(p.stdout)["summary"]["rules"]
+    assert "symbol-version-missing" not in rules and "undefined-symbol" not in rules
+
+
+def test_trace_of_import_torch_matches_proc_maps(tmp_path):
+    """`trace -- python3 -c "import torch"`: every ELF file the process
+    mapped is listed, each CUDA library from the tree."""
+    from closure_audit.elf.reader import read_elf
+
+    site = os.path.dirname(os.path.dirname(_one("torch/__init__.py")))
+    maps = tmp_path / "maps"
+    code = f"import torch; open({str(maps)!r}, 'w').write(open('/proc/self/maps').read())"
+    p = run_cli("trace", "--json", "--against", TREE, "--", sys.executable, "-c", code,
+                env={"PYTHONPATH": site}, timeout=600)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    first = report["processes"][0]["pid"]
+    image = [i for i in report["processes"] if i["pid"] == first][-1]
+    mapped = set()
+    for line in maps.read_text().splitlines():
+        path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
+        if path.startswith("/") and os.path.isfile(path):
+            try:
+                if read_elf(path) is not None:
+                    mapped.add(os.path.realpath(path))
+            except Exception:
+                continue
+    assert {o["real"] for o in image["objects"]} == mapped
+    cuda = [o for o in image["objects"] if "/nvidia/" in o["real"]]
+    assert cuda and all(o["where"] == "tree" for o in cuda)
+    assert not [f for f in report["findings"] if f["severity"] == "error"]

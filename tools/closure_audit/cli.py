@@ -1,8 +1,8 @@
 """Command line: parse, dispatch to commands/, turn user errors into one line.
 
-Exit status: 0 no finding of severity error, 1 at least one (for `why
-PATTERN`: no path matched), 2 usage or input errors (always one line on
-stderr, never a traceback). When the reader of standard output goes away
+Exit status: 0 no finding of severity error (`trace`: its command's), 1 at
+least one (`why PATTERN`: no path matched), 2 usage or input errors (always
+one line on stderr, never a traceback). When the reader of standard output goes away
 (`| head`), the process ends by SIGPIPE, as Unix tools do (a shell shows 141)."""
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ COMMANDS = {
     "doctor": "will CUDA programs of the targets run on this host: driver, versions, GPUs, GPU code",
     "why-build": "what Nix will build instead of download for TARGET, and (with --like) the setting that "
                  "caused it",
+    "trace": "run a command and list what the real loader loaded, from where, and what is wrong with it",
 }
 
 

@@ -27,6 +27,9 @@ def add_arguments(p) -> None:
     p.add_argument("--opened", action="store_true",
                    help="list every name objects may open at run time, one line each (by default one summary "
                         "line after the findings; --json always lists them)")
+    p.add_argument("--symbols", action="store_true",
+                   help="also check that every undefined symbol of objects bound at load time (Python extension "
+                        "modules and their libraries, objects linked with -z now) is defined in their load scope")
     p.add_argument("--driver-dir", metavar="DIR", action="append",
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
 
@@ -40,7 +43,7 @@ def run(args) -> int:
             raise UsageError("--driver-dir must be an absolute path")
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
     targets = [resolve_target(t, args.build) for t in args.targets]
-    result = audit.run(audit.Options(targets, policy, args.path_info, args.root, args.tree, args.opened),
-                       progress.progress)
+    result = audit.run(audit.Options(targets, policy, args.path_info, args.root, args.tree, args.opened,
+                                     args.symbols), progress.progress)
     return output.show(result, json=args.json)
 

@@ -78,6 +78,22 @@ _RULES = (
          "An optional library an object may open at run time is not found: what needs it is off."),
     Rule("unknown-dlopen-library", INFO, INFO, ("needed", "string", "offset"),
          "A library of no known class an object may open at run time is not found."),
+    # What glibc checks once the files are found (audit; undefined-symbol with --symbols).
+    Rule("symbol-version-missing", ERROR, ERROR, ("needed", "version", "provider", "newest"),
+         "An object requires a symbol version that the library its need resolves to does not define."),
+    Rule("undefined-symbol", ERROR, ERROR, ("symbol", "version", "root", "provider"),
+         "An object bound at load time has an undefined symbol that nothing in its load scope defines."),
+    # What a process really loaded (trace).
+    Rule("library-loaded-twice", WARNING, WARNING, ("library", "paths"),
+         "One process mapped the same library from two files."),
+    Rule("cuda-library-host-over-tree", ERROR, ERROR, ("library", "path", "tree_copy"),
+         "A process loaded a CUDA toolkit library from the host although the tree holds its own copy."),
+    Rule("cuda-library-host-loaded", WARNING, WARNING, ("library", "path"),
+         "A process loaded a CUDA toolkit library from the host; the tree holds no copy."),
+    Rule("driver-not-host-driver", WARNING, WARNING, ("path", "host_driver"),
+         "A process loaded a libcuda.so.1 that is not the host's driver library."),
+    Rule("trace-differs-from-audit", WARNING, WARNING, ("library", "path", "predicted"),
+         "A process loaded another file for a name than audit's model predicts."),
     Rule("invalid-elf", WARNING, WARNING, ("reason",),
          "A file that cannot be read as ELF, or cannot be read at all."),
     # Closure rules (why, gate): closures are always in the store.

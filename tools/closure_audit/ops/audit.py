@@ -14,8 +14,10 @@ from . import result_type
 # targets: targets.Target records (commands/ resolved them); path_info: a
 # saved dump of their closure; root: the tree libraries must resolve in;
 # tree: the one object to show; list_opened: list every name objects may
-# open, not one line of them (the terminal's choice, --opened).
-Options = namedtuple("Options", "targets policy path_info root tree list_opened", defaults=(None, None, None, False))
+# open, not one line of them (the terminal's choice, --opened); symbols:
+# check undefined symbols (--symbols).
+Options = namedtuple("Options", "targets policy path_info root tree list_opened symbols",
+                     defaults=(None, None, None, False, False))
 
 
 Result = result_type("audit", "report tree list_opened", """report: a Report; tree: the load chain
@@ -28,7 +30,7 @@ def run(options: Options, progress=nullcontext) -> Result:
     closure = store_closure(options.targets, options.path_info)
     with progress() as shown:
         report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
-                               progress=shown, closure=closure, need_root=True)
+                               progress=shown, closure=closure, need_root=True, symbols=options.symbols)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
     return Result(report, chain, options.list_opened)
 

@@ -30,6 +30,7 @@ VIEWS = {
     "archs": View("archs_json", terminal="archs:render_archs"),
     "doctor": View("doctor_json", terminal="doctor:render_doctor"),
     "why-build": View("why_build_json", "why_build_markdown", "why_build:render_why_build"),
+    "trace": View("trace_json", terminal="trace:render_trace"),
 }
 
 
@@ -39,7 +40,8 @@ def show(result, *, json: bool = False, markdown: str | None = None) -> int:
     to $GITHUB_STEP_SUMMARY when that is set), the report page where the
     result names one, then the JSON document or the terminal view, unless
     the summary took standard output. The one exit-status rule: 1 when the
-    result failed (ops/: each Result says what failing is), else 0."""
+    result failed (ops/: each Result says what failing is), else 0 (`trace`:
+    its command's exit status, the Result's `exit_status`)."""
     view = VIEWS[result.command]
     if view.markdown is not None:
         from . import markdown as md
@@ -61,4 +63,4 @@ def show(result, *, json: bool = False, markdown: str | None = None) -> int:
             module, function = view.terminal.split(":")
             render = getattr(importlib.import_module(f".terminal.{module}", __package__), function)
             render(console(), result)
-    return Exit.FAILED if result.failed else Exit.OK
+    return Exit.FAILED if result.failed else getattr(result, "exit_status", Exit.OK)

@@ -284,3 +284,15 @@ def _difference_json(d) -> dict:
 
 def _list(items):
     return None if items is None else list(items)
+
+
+def trace_json(result) -> dict:
+    """`result`: ops/trace.py's Result (docs/json.md#trace)."""
+    objects = sum(len(p.objects) for p in result.processes)
+    return envelope("trace", list(result.command), "tree", result.findings,
+                    {"processes": len(result.processes), "objects": objects, "exit_status": result.exit_status},
+                    tree_root=result.tree, exit_status=result.exit_status,
+                    processes=[{"pid": p.pid, "program": p.program,
+                                "objects": [{"name": o.name, "path": o.path, "real": o.real, "how": o.how,
+                                             "by": o.by, "where": o.where} for o in p.objects]}
+                               for p in result.processes])

@@ -5,8 +5,11 @@ opened (and, for a Nix closure, its forbidden paths)."""
 from __future__ import annotations
 
 import os
+import re
+import sys
 from collections.abc import Callable
 
+from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
 from ..errors import TargetError
@@ -15,8 +18,10 @@ from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
 from ..findings.processes import judge_processes
 from ..findings.rules import has_error
+from ..findings.symbols import judge_tables, judge_undefined, judge_versions
 from ..host.root import Root, RootFiles
 from ..loader import model as ld
+from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads
 from ..loader.process import build_processes
@@ -66,7 +71,7 @@ def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/")
 
 def audit(targets: list[str], policy, root: str | None = None,
           progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
-          host_root: str = "/"):
+          host_root: str = "/", symbols: bool = False):
     """Read, resolve, judge: (the report, the loader that resolved it). With
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
@@ -74,7 +79,8 @@ def audit(targets: list[str], policy, root: str | None = None,
     `need_root`: a lone file whose tree cannot be told is an error rather
     than a tree of its own directory, which would call every library beside
     the file's directory the host's. `host_root`: where the host's files lie
-    (doctor's --host-root): its ld.so.conf and default directories."""
+    (doctor's --host-root): its ld.so.conf and default directories.
+    `symbols`: check the undefined symbols of objects bound at load time too."""
     # The library names in read-only data are searched while the walk goes on
     # (in files on disk: a wheel's members are read for their ELF facts only).
     names = NameReader()
@@ -110,6 +116,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
+    check_symbols(loader, resolved.chains, walked, findings, symbols, [p.link_map for p in processes])
     explanations = []
     if closure is not None:
         from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
@@ -121,6 +128,58 @@ def audit(targets: list[str], policy, root: str | None = None,
                     bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations,
                     processes=processes)
     return report, loader
+
+
+def check_symbols(loader, chains, walked, findings: Findings, undefined: bool, maps=()) -> None:
+    """glibc's checks after the search: the version each need requires of
+    the file it resolved to, in every chain and in every process's link map
+    (`maps`: what each name resolves to there, preloads and names already
+    loaded included), and with `undefined` the undefined symbols of objects
+    bound at load time, what a process loaded before them counted in their
+    scope (loader/symbols.py)."""
+    tables = sym.Tables(loader.files)
+    try:
+        judge_versions(sym.missing_versions(sym.bound_needs([*chains, *maps]), tables), findings)
+        if undefined:
+            check = sym.SymbolCheck(tables, interpreter(loader, walked), walked.scan.elf, c_runtime(loader),
+                                    sym.loaded_before(maps))
+            judge_undefined(check.check(chains), findings)
+        judge_tables(tables.problems, findings)
+    finally:
+        tables.close()
+
+
+def c_runtime(loader):
+    """Where a name the model leaves to the process's C runtime (ld.so,
+    and in the store glibc) is found from the object that needs it: in its
+    search path (a tree's: the host's directories too)."""
+    def locate(obj, chain, name):
+        res = loader.find(name, loader.search_path(obj, chain.root), obj.elf.abi_key())
+        elf = None if res.path is None else loader.candidate(res.path)[1]
+        return None if elf is None else (loader.realpath(res.path), elf)
+
+    return locate
+
+
+def interpreter(loader, walked) -> list:
+    """The objects of the Python process that imports the tree's extension
+    modules, in load order: the tree's own python (a venv's bin/python, a
+    store path's python3 executable), else the one running this audit, a
+    host program whose libraries the host's loader finds (in either mode)."""
+    candidates = [os.path.join(r, "bin", n) for r in walked.roots for n in ("python3", "python")]
+    candidates += sorted(p for p, e in walked.scan.elf.items()
+                         if e.is_executable and re.fullmatch(r"python3(\.\d+)?", os.path.basename(p)))
+    for path in candidates + [sys.executable]:
+        real = os.path.realpath(path)
+        try:
+            elf = read_elf(real)
+        except (InvalidElf, OSError):
+            continue
+        if elf is not None and elf.has_dynamic:
+            if path == sys.executable and loader.env.nix:
+                loader = ld.Loader(ld.Environment(mode="tree", host_dirs=ld.default_host_dirs()))
+            return loader.chain(real, elf).objects
+    return []
 
 
 def check_found(walked) -> None:
