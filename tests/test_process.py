@@ -176,8 +176,9 @@ def policy_file(stack, tmp_path) -> str:
 
 def maps(*paths, ld_library_path=None) -> tuple[list[str], str]:
     """Load `paths` in order in a fresh Python process, as ctypes does for an
-    import (RTLD_NOW): the shared objects mapped afterwards, and the error
-    of the first load that failed ('' if none)."""
+    import (RTLD_NOW), going on past a load that fails as Python goes on
+    past an import that fails: the shared objects mapped afterwards, and the
+    error of the first load that failed ('' if none)."""
     code = textwrap.dedent("""
         import ctypes, json, os, sys
         error = ""
@@ -185,8 +186,7 @@ def maps(*paths, ld_library_path=None) -> tuple[list[str], str]:
             try:
                 ctypes.CDLL(p, mode=os.RTLD_NOW)
             except OSError as e:
-                error = str(e)
-                break
+                error = error or str(e)
         with open("/proc/self/maps") as f:
             mapped = sorted({l.split()[-1] for l in f if ".so" in l.split()[-1]})
         print(json.dumps([mapped, error]))

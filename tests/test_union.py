@@ -16,7 +16,7 @@ import pytest
 
 from conftest import run_cli
 from test_audit import host_policy
-from test_process import audit, by_rule, maps, policy_file, stack, torch_without_cufft, write  # noqa: F401
+from test_process import EXT, audit, by_rule, maps, policy_file, stack, torch_without_cufft, write  # noqa: F401
 
 pytestmark = pytest.mark.fhs
 
@@ -28,12 +28,23 @@ def processes(stack, tmp_path) -> dict[str, dict]:
     return {proc["name"]: proc for proc in json.loads(p.stdout)["processes"]}
 
 
+def roots(proc: dict) -> list[str]:
+    """What the process loads by path, in order: its preloads and module
+    imports, the loads that fail among them."""
+    out = []
+    for i, o in enumerate(proc["objects"] + [None]):
+        out += [f["path"] for f in proc["failed"] if f["at"] == i]
+        if o is not None and "needed_by" not in o["loaded_by"]:
+            out.append(o["path"])
+    return out
+
+
 def load(stack, proc: dict) -> set[str]:
     """The stack's files the real loader maps when a process loads `proc`'s
-    roots in its order, the host directory standing for ld.so.conf's."""
-    roots = [o["path"] for o in proc["objects"] if "needed_by" not in o["loaded_by"]]
-    mapped, error = maps(*roots, ld_library_path=stack.host)
-    assert error == ""
+    roots in its order, the host directory standing for ld.so.conf's; a
+    load fails exactly where the model says one does."""
+    mapped, error = maps(*roots(proc), ld_library_path=stack.host)
+    assert bool(error) == bool(proc["failed"]) and all(f["missing"] in error for f in proc["failed"][:1])
     return {m for m in mapped if m.startswith((str(stack.venv), str(stack.host)))}
 
 
@@ -124,3 +135,26 @@ def test_one_framework_has_no_union(stack, tmp_path):
     procs = processes(stack, tmp_path)
     assert list(procs) == ["cupy"] and procs["cupy"]["frameworks"] == ["cupy"]
     assert [p.name for p in audit(stack.venv, policy=host_policy(stack.host)).processes] == ["cupy"]
+
+
+def test_what_a_failed_load_mapped_answers_no_later_need(stack, build, tmp_path):
+    """CuPy's cuTENSOR module finds libcutensor nowhere: its import fails,
+    and glibc unmaps the helper library it had found beside it. A later
+    module that needs that helper by name, with no path to it, finds it
+    nowhere too: the model keeps no object of a failed load."""
+    libs = "venv/lib/python3.12/site-packages/cupy_backends/cuda/libs"
+    gone = build.lib("../gone/libcutensor.so.2")
+    helper = build.lib(f"{libs}/libhelper.so")
+    cutensor = build.lib(f"{libs}/cutensor{EXT}", soname="", links=[gone, helper], runpath=["$ORIGIN"])
+    later = build.lib(f"{libs}/cutensorMg{EXT}", soname="", links=[helper])
+    shutil.rmtree(tmp_path / "gone")
+    procs = processes(stack, tmp_path)
+    for name in ("cupy", "union"):
+        proc = procs[name]
+        assert [(f["path"], f["missing"]) for f in proc["failed"]] == [
+            (str(cutensor), "libcutensor.so.2"), (str(later), "libhelper.so")]
+        assert proc["failed"][0]["loaded_by"] == {"import": "cupy_backends.cuda.libs.cutensor", "framework": "cupy"}
+        assert str(helper) not in files(stack, proc)
+        assert load(stack, proc) == files(stack, proc)
+    _, error = maps(*roots(procs["union"])[-1:], ld_library_path=stack.host)
+    assert "libhelper.so" in error

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ..util import under
 from .chains import Resolved
-from .model import ALREADY_LOADED, NOT_FOUND, LinkMap, LoadedObject, Loader, Resolution
+from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution
 from .preloads import Preload, Preloads, site_dirs
 
 
@@ -63,9 +63,14 @@ class Process:
     modules: dict[int, str] = field(default_factory=dict)  # id(root object) -> module, dotted
     triggered: dict[str, list[Preload]] = field(default_factory=dict)  # module's real path -> its trigger's loads
     imported_by: dict[int, str] = field(default_factory=dict)  # id(root object) -> the framework whose import loads it
+    # Loads that fail: the chain, the name found nowhere, how many objects were mapped when it was tried.
+    failed: list[tuple[Chain, str, int]] = field(default_factory=list)
 
     def objects_of(self, real: str) -> list[LoadedObject]:
-        return [o for o in self.link_map.objects if o.real == real]
+        """The objects of that file, a failed load's included: their other
+        needs resolve as in the process before the load fails."""
+        return [o for o in self.link_map.objects if o.real == real] + [
+            o for chain, _, _ in self.failed for o in chain.objects if o.real == real]
 
     def framework_of(self, obj: LoadedObject) -> str:
         """The framework whose import loads obj."""
@@ -180,10 +185,26 @@ def _import(loader: Loader, proc: Process, name: str, packages: list[str],
                 proc.triggered.setdefault(path, []).append(preload)
         elf = loader.candidate(path)[1]
         if elf is not None:
-            chain = loader.chain(path, elf, link_map=proc.link_map)
+            chain = _load(loader, proc, path, elf)
             if chain.objects:
                 proc.modules[id(chain.root)] = dotted
                 proc.imported_by[id(chain.root)] = name
+
+
+def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:
+    """dlopen(path) in the process. A load with a need found nowhere fails,
+    and glibc unmaps what it mapped: a later load finds none of it."""
+    lm = proc.link_map
+    sizes = len(lm.objects), len(lm.by_name), len(lm.by_ident)
+    chain = loader.chain(path, elf, link_map=lm)
+    missing = next((r.needed for o in chain.objects for r in o.resolutions if r.how == NOT_FOUND), None)
+    if missing is not None:
+        del lm.objects[sizes[0]:]
+        for table, size in ((lm.by_name, sizes[1]), (lm.by_ident, sizes[2])):
+            for key in list(table)[size:]:
+                del table[key]
+        proc.failed.append((chain, missing, sizes[0]))
+    return chain
 
 
 def _preload(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
@@ -193,7 +214,7 @@ def _preload(loader: Loader, proc: Process, preload: Preload, name: str) -> None
     elf = loader.candidate(preload.path)[1]
     if elf is None:
         return  # ctypes raises; the framework goes on without it
-    chain = loader.chain(preload.path, elf, link_map=lm)
+    chain = _load(loader, proc, preload.path, elf)
     if chain.objects:
         proc.preloaded[id(chain.root)] = preload
         proc.imported_by[id(chain.root)] = name
