@@ -9,7 +9,9 @@ in one run, whole process against whole process, after a warm-up run of each:
   cuobjdump --list-elf --list-ptx -all FILE        lists every code object
 
 and compares what each lists: entries per (kind, architecture) in the fatbin
-sections, which must be identical. Also times `archs --deep` (whole files).
+sections, which must be identical. Also times `archs --deep` (whole files),
+whose listing of the data sections must be plain `archs`'s, which reads big
+ones through an index of what the file points at.
 
 Targets: at least 100x faster than cuobjdump on libtorch_cuda.so and 20x on the
 other two, peak memory under 100 MB, identical listings. Also times cuFFT's
@@ -25,7 +27,10 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from closure_audit.elf.fatbin import DATA_SECTIONS  # noqa: E402
 from common import (archs_listing, closure_audit_command, cuobjdump, cuobjdump_listing, measure, report, require,
                     torch_tree)
 
@@ -70,15 +75,19 @@ def main() -> int:
             (f"{name}: {len(mine)} (kind, arch) pairs, {sum(mine.values())} entries; cuobjdump {len(theirs)} "
              f"pairs, {entries} entries (target: identical)", mine == theirs),
         ]
-        hidden = sum(c["entries"] for f in json.loads(subprocess.run(ours + ["--deep", path], capture_output=True,
-                                                                     text=True).stdout)["files"]
+        deep_files = json.loads(subprocess.run(ours + ["--deep", path], capture_output=True, text=True).stdout)
+        hidden = sum(c["entries"] for f in deep_files["files"]
                      for c in f["codes"] if c["section"] not in (".nv_fatbin", "__nv_relfatbin"))
         print(f"{name}: --deep finds {hidden} more code objects outside the fatbin sections")
+        checks.append(same_data_sections(name, listed, deep_files))
 
     # Judging reads kernels where a cubin is not enough (docs/archs.md#kernels):
     # cuFFT's PTX beside its sm_86 and sm_90 cubins, 117 MiB of payloads.
     cufft = str(site / "nvidia/cu13/lib/libcufft.so.12")
     plain = measure("archs libcufft.so.12", ours + [cufft], args.runs)
+    checks.append(same_data_sections("libcufft.so.12", *(
+        json.loads(subprocess.run(ours + extra + [cufft], capture_output=True, text=True).stdout)
+        for extra in ([], ["--deep"]))))
     judged = measure("archs --capabilities 8.6,9.0 libcufft.so.12", ours + ["--capabilities", "8.6,9.0", cufft],
                      args.runs)
     rows += [plain, judged]
@@ -87,6 +96,18 @@ def main() -> int:
                    judged.seconds <= 4 * plain.seconds and judged.peak_mb < 100))
 
     return report(rows, checks, width=58)
+
+
+def same_data_sections(name: str, plain: dict, deep: dict) -> tuple[str, bool]:
+    """Plain `archs` reads big data sections through an index (what the file
+    points at); `--deep` searches every byte. Both must list the same code
+    there."""
+    def codes(report):
+        return sorted((c["section"], c["code"], c["entries"], c["stored"]) for f in report["files"]
+                      for c in f["codes"] if c["section"] in DATA_SECTIONS)
+    mine, whole = codes(plain), codes(deep)
+    return (f"{name}: data sections {sum(c[2] for c in mine)} entries, --deep {sum(c[2] for c in whole)} "
+            f"(target: identical)", mine == whole)
 
 
 if __name__ == "__main__":

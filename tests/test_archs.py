@@ -341,15 +341,27 @@ def c_array(name: str, data: bytes, section: str | None = None) -> str:
     return f"{where}__attribute__((aligned(8), used)) const unsigned char {name}[{len(data)}] = {{{body}}};\n"
 
 
+DECOY = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)  # the magic, then garbage
+
+
+def first_container(fatbins) -> bytes:
+    """The first container of multi.so: one device-link cubin for sm_86 and one for sm_90."""
+    data = fatbins["multi.so"].read_bytes()
+    start = read_file(str(fatbins["multi.so"])).entries[0].offset - 16
+    return data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
+
+
+def sm75_object(work: Path) -> Path:
+    """An object with device code of its own (.nv_fatbin, sm_75), to link beside data."""
+    (work / "k.cu").write_text(KERNEL)
+    return Nvcc(NVCC, work).build("k75.o", gencode("75:sm_75") + ["-c", "-Xcompiler", "-fPIC"], shared=False)
+
+
 @pytest.fixture(scope="module")
 def hidden(fatbins, tmp_path_factory) -> Path:
     """A library holding real containers in .rodata and a custom section, and
     decoys: the magic followed by garbage, and a truncated container."""
-    data = fatbins["multi.so"].read_bytes()
-    code = read_file(str(fatbins["multi.so"]))
-    start = code.entries[0].offset - 16
-    container = data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
-    decoy = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)
+    container, decoy = first_container(fatbins), DECOY
     truncated = container[:len(container) // 2]
     src = (c_array("real", container) + c_array("custom", container, ".cask_resource")
            + c_array("decoy", decoy) + c_array("cut", truncated))
@@ -526,12 +538,8 @@ def in_ldata(fatbins, tmp_path_factory) -> Path:
     (sm_75) and more in .ldata (the first container of multi.so: sm_86 and
     sm_90 cubins), among decoys."""
     work = tmp_path_factory.mktemp("ldata")
-    (work / "k.cu").write_text(KERNEL)
-    obj = Nvcc(NVCC, work).build("k75.o", gencode("75:sm_75") + ["-c", "-Xcompiler", "-fPIC"], shared=False)
-    data = fatbins["multi.so"].read_bytes()
-    start = read_file(str(fatbins["multi.so"])).entries[0].offset - 16
-    container = data[start:start + 16 + struct.unpack_from("<Q", data, start + 8)[0]]
-    decoy = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 1 << 40) + bytes(48)
+    obj = sm75_object(work)
+    container, decoy = first_container(fatbins), DECOY
     (work / "d.c").write_text(c_array("pad", b"\x01" * 4096, ".ldata") + c_array("decoy", decoy, ".ldata")
                               + c_array("real", container, ".ldata") + c_array("cut", container[:200], ".ldata"))
     out = work / "libldata.so"
@@ -558,3 +566,88 @@ def test_no_missing_arch_that_deep_shows_and_the_same_pruning_advice(in_ldata):
     assert rules(plain) == rules(deep) == [("unexpected-gpu-arch", "sm_75"), ("unexpected-gpu-arch", "sm_90")]
     assert plain["summary"]["prunable"] == deep["summary"]["prunable"] > 0
     assert [f["stored"] for f in plain["findings"]] == [f["stored"] for f in deep["findings"]]
+
+
+@pytest.fixture(scope="module")
+def pointed(fatbins, tmp_path_factory) -> Path:
+    """How big libraries keep containers in data sections, in a small one,
+    stripped as they are: in .ldata, two containers back to back that only a
+    pointer table names the first of (a relative relocation, as cuBLASLt's
+    .cask_resource and cuFFT's .ldata are named), among decoys; in .lrodata,
+    one that only code names (RIP-relative: no relocation, no symbol)."""
+    work = tmp_path_factory.mktemp("pointed")
+    obj = sm75_object(work)
+    container, decoy = first_container(fatbins), DECOY
+    pair = container + bytes(-len(container) % 8) + container
+    src = (c_array("decoy", decoy, ".ldata").replace("const", "static const", 1)
+           + c_array("pair", pair, ".ldata").replace("const", "static const", 1)
+           + c_array("coded", container, ".lrodata").replace("const", "static const", 1)
+           + "const void *const table[] = {decoy, pair};\n"
+           + "const void *code_only(void) { return coded; }\n")
+    (work / "p.c").write_text(src)
+    out = work / "libpointed.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-s", "-o", str(out), str(obj), str(work / "p.c")], check=True)
+    assert_matches_pyelftools(str(out))
+    return out
+
+
+def sections_of(path: Path) -> dict[int, str]:
+    from closure_audit.elf.reader import parse_sections
+
+    data = path.read_bytes()
+    return {s.offset: s.name for s in parse_sections(data, len(data))}
+
+
+def searched(path: Path) -> list:
+    """What the whole search of every data section finds (the plain listing
+    of a small file)."""
+    from closure_audit.elf.fatbin import data_sections
+    from closure_audit.elf.search import search
+
+    ranges, walk = data_sections(str(path))
+    assert walk == []
+    hits = [at for a, b in ranges for at, _ in search(str(path), a, b, (b"\x50\xed\x55\xba",))]
+    return read_file(str(path), hits).entries
+
+
+@pytest.mark.parametrize("fixture", ["in_ldata", "pointed"])
+def test_the_index_of_big_files_finds_what_the_search_finds(fixture, request):
+    """Past INDEX_FROM bytes of data sections, only sections the file points
+    at a container in are read, and those whole: the containers back to back
+    after the one named are found, the decoys are not taken."""
+    from closure_audit.elf.fatbin import data_sections
+
+    path = request.getfixturevalue(fixture)
+    ranges, walk = data_sections(str(path), index_from=0)
+    assert ranges == [] and walk
+    indexed = read_file(str(path), None, walk).entries
+    whole = searched(path)
+    if fixture == "pointed":
+        # What only code names is left to --deep, in a section nothing points into.
+        assert {e.section for e in whole} - {e.section for e in indexed} == {".lrodata"}
+        whole = [e for e in whole if e.section != ".lrodata"]
+        assert [e.section for e in indexed].count(".ldata") == 4  # two containers, two cubins each
+    assert indexed == whole
+
+
+def test_pointed_at_is_every_rela_addend_and_symbol_value(pointed, in_ldata):
+    """The addresses the index starts from, against pyelftools' reading of
+    the relocation and symbol tables."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+    from elftools.elf.sections import SymbolTableSection
+
+    from closure_audit.elf.reader import parse_sections, pointed_at
+
+    for path in (pointed, in_ldata):
+        data = path.read_bytes()
+        ours = pointed_at(data, parse_sections(data, len(data)), [(0, 1 << 64)])
+        theirs = []
+        with open(path, "rb") as f:
+            for sec in ELFFile(f).iter_sections():
+                if isinstance(sec, RelocationSection):
+                    assert sec.is_RELA()
+                    theirs += [r["r_addend"] for r in sec.iter_relocations()]
+                elif isinstance(sec, SymbolTableSection):
+                    theirs += [s["st_value"] for s in sec.iter_symbols()]
+        assert sorted(ours) == sorted(theirs) and ours

@@ -121,3 +121,25 @@ def test_cufft_kernels_judge_what_runs():
     assert ptx and all(c["wanted"] and c["kernels"] for c in ptx)
     assert f["prunable"] == sum(c["stored"] for c in f["codes"] if c["wanted"] is False)
     assert f["prunable"] < f["stored"] // 10
+
+
+def test_the_index_finds_what_the_whole_search_finds(report):
+    """Every library with device code: its data sections read through the
+    index (the containers the file points at, and the sections holding them
+    whole) give what searching every byte of them gives; cuBLASLt's, cuDNN's
+    and cuFFT's go through the index."""
+    from closure_audit.elf.fatbin import INDEX_FROM, data_sections, read_file
+    from closure_audit.elf.search import search
+
+    indexed = set()
+    for f in report["files"]:
+        path = f["path"]
+        ranges, walk = data_sections(path, index_from=1 << 62)
+        hits = [at for a, b in ranges for at, _ in search(path, a, b, (b"\x50\xed\x55\xba",))]
+        fast = data_sections(path)
+        if fast.walk or sum(b - a for a, b in ranges) > INDEX_FROM:
+            indexed.add(os.path.basename(path))
+        assert read_file(path, None if not fast.search else
+                         [at for a, b in fast.search for at, _ in search(path, a, b, (b"\x50\xed\x55\xba",))],
+                         fast.walk).entries == read_file(path, hits).entries, path
+    assert {"libcublasLt.so.13", "libcufft.so.12"} <= indexed

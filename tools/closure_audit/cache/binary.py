@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
-import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -62,6 +62,7 @@ class BinaryCache:
             cache_dir or default_cache_dir(), "narinfo", hashlib.sha256(self.url.encode()).hexdigest()[:20])
         self._info: CacheInfo | None = None
         self.known: dict[str, NarInfo] = {}  # checked in this run
+        self._dir_made = False
 
     # -- nix-cache-info ------------------------------------------------------------
 
@@ -153,21 +154,31 @@ class BinaryCache:
             return None
 
     def _keep(self, key: str, text: str) -> None:
-        """Write atomically; a cache that cannot be written is only slower."""
+        """Write atomically, to a name of this process and thread renamed
+        into place: runs at the same time never read half a file. (mkstemp's
+        random names and a text stream cost twice the system time, which
+        over a walk of 2,000 narinfos was a fifth of why-build's time.) A
+        cache that cannot be written is only slower."""
         if self.local_dir is None:
             return
+        tmp = os.path.join(self.local_dir, f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            os.makedirs(self.local_dir, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.local_dir, prefix=f".{key}.", suffix=".tmp")
+            if not self._dir_made:
+                os.makedirs(self.local_dir, exist_ok=True)
+                self._dir_made = True
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
-                os.replace(tmp, os.path.join(self.local_dir, f"{key}.narinfo"))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+                data = memoryview(text.encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data):]
+            finally:
+                os.close(fd)
+            os.replace(tmp, os.path.join(self.local_dir, f"{key}.narinfo"))
         except OSError:
-            pass
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
     # -- closures ------------------------------------------------------------------------
 

@@ -16,7 +16,9 @@ Where containers are:
   `.ldata`), in a file that has device code (a fatbin section or
   `.nvFatBinSegment`): searched for the magic (in parallel, as search.py
   searches), keeping the hits that parse as a complete, consistent container
-  (other data holds false matches);
+  (other data holds false matches). Past INDEX_FROM bytes of them, only the
+  sections the file points at a container in (a relocation or a symbol
+  names its address) are read, and those whole (data_sections);
 - anywhere else: only the deep scan finds them, by searching the whole file
   for the magic the same way.
 """
@@ -27,12 +29,13 @@ import mmap
 import os
 import re
 import struct
+from bisect import bisect_left
 from collections import namedtuple
 from collections.abc import Callable
 
-from .reader import InvalidElf, cubin_kernels, parse_sections
+from .reader import InvalidElf, cubin_kernels, parse_sections, pointed_at
 from ..cuda.code import Code
-from .search import search_files
+from .search import literal, search_files
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -103,9 +106,13 @@ class Reader:
 
     def __init__(self, fd: int):
         self.fd = fd
+        self._seen = (0, b"")  # the last bytes find() read, and where: they hold the header it found
 
     def read(self, offset: int, n: int) -> bytes:
         """`n` bytes at `offset`; the caller has checked they lie in the file."""
+        at, seen = self._seen
+        if at <= offset and offset + n <= at + len(seen):
+            return seen[offset - at:offset - at + n]
         data = os.pread(self.fd, n, offset)
         if len(data) < n:
             raise FatbinError(f"file ends inside the header at offset {offset:#x}")
@@ -117,13 +124,15 @@ class Reader:
         reads 1 MiB at a time."""
         pos = start
         step = 256
+        search = literal(needle).search
         while pos < end:
             chunk = os.pread(self.fd, min(step + len(needle) - 1, end - pos), pos)
             if not chunk:
                 break
-            at = chunk.find(needle)
-            if at >= 0:
-                return pos + at
+            hit = search(chunk)
+            if hit is not None:
+                self._seen = (pos, chunk)
+                return pos + hit.start()
             pos += step
             step = 1 << 20
         return -1
@@ -169,12 +178,10 @@ def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[li
         compression = "zstd" if flags & FLAG_ZSTD else "lz" if flags & FLAG_LZ else "none"
         if compression != "none" and not (0 < csize <= psize and usize):
             raise FatbinError(f"entry at offset {pos:#x} is compressed but gives no sizes")
-        entries.append(Entry(
-            section=section, offset=pos, kind=name, arch=arch,
-            variant="a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
-            stored=hsize + psize, uncompressed=hsize + (usize if compression != "none" else psize),
-            compression=compression, debug=bool(flags & FLAG_DEBUG),
-            header=hsize, packed=csize if compression != "none" else psize))
+        entries.append(Entry(  # by position, in _ENTRY_FIELDS' order: cuBLASLt has 6,000 entries
+            section, pos, name, arch, "a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
+            hsize + psize, hsize + (usize if compression != "none" else psize),
+            compression, bool(flags & FLAG_DEBUG), hsize, csize if compression != "none" else psize))
         pos = nxt
     return entries, end
 
@@ -204,10 +211,11 @@ def _read_section(data: Reader, start: int, end: int, name: str, found: FileCode
         found.entries.extend(entries)
 
 
-def read_file(path: str, hits: list[int] | None = None) -> FileCode:
-    """The GPU code of one ELF file: its fatbin sections, and with `hits`
-    (offsets of the magic anywhere in the file, from the deep scan) every
-    other valid container."""
+def read_file(path: str, hits: list[int] | None = None, walk: list[tuple[int, int, list[int]]] = ()) -> FileCode:
+    """The GPU code of one ELF file: its fatbin sections, with `hits`
+    (offsets of the magic, from a search) every other valid container, and
+    in each (start, end, offsets pointed at) of `walk` that holds a
+    container at one of those offsets, every valid container."""
     found = FileCode()
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -226,6 +234,9 @@ def read_file(path: str, hits: list[int] | None = None) -> FileCode:
             _read_section(data, s.offset, s.offset + s.size, s.name, found)
         if hits:
             _read_hits(data, size, sorted(hits), sections, strict, found)
+        names = {s.offset: s.name for s in sections}
+        for start, end, pointed in walk:
+            _walk(data, start, end, names.get(start, OUTSIDE_SECTIONS), pointed, found)
     finally:
         os.close(fd)
     found.entries.sort(key=lambda e: e.offset)
@@ -247,6 +258,19 @@ def _read_hits(data: Reader, size: int, hits: list[int], sections, done_sections
                 name, limit = sname, hi
                 break
         past = _take(data, at, limit, name, found) or past
+
+
+def _walk(data: Reader, start: int, end: int, name: str, pointed: list[int], found: FileCode) -> None:
+    """Every valid container of a section, if one lies at an offset the file
+    points at: the next magic is searched for from the end of each container
+    (the bytes between them), never inside one, as _read_hits skips the
+    hits inside a container."""
+    probe = FileCode()
+    if not any(_take(data, at, end, name, probe) for at in pointed):
+        return
+    pos = start
+    while (at := data.find(MAGIC_BYTES, pos, end)) >= 0:
+        pos = _take(data, at, end, name, found) or at + 1
 
 
 def _take(data: Reader, at: int, limit: int, name: str, found: FileCode) -> int | None:
@@ -329,21 +353,78 @@ def kernels(fd: int, e: Entry) -> frozenset[str] | None:
         return None
 
 
-def data_sections(path: str) -> list[tuple[int, int]]:
-    """The byte ranges of a file's data sections that may hold containers:
-    those of a file with device code (none of a file without, or unreadable)."""
+INDEX_FROM = 32 << 20  # data sections holding more than this in a file are indexed, not searched whole
+
+
+class DataSections(namedtuple("DataSections", "search walk")):
+    """Where a file's data sections may hold containers: byte ranges to
+    search whole, and sections to walk, each (start, end, the offsets in it
+    the file points at that hold the magic)."""
+
+    __slots__ = ()
+
+
+_WINDOW = 23  # log2 of the bytes of the map looked through at a time
+
+
+def _holding_magic(image: mmap.mmap, size: int, offsets: list[int]) -> list[int]:
+    """The offsets (ascending) that hold the magic. Each look maps the pages
+    around it too (the kernel's fault-around), so the map is let go of every
+    8 MiB: memory stays flat however many offsets there are."""
+    out = []
+    window = None
+    for o in offsets:
+        if o >> _WINDOW != window:
+            _release(image, size, window)
+            window = o >> _WINDOW
+        if image[o:o + 4] == MAGIC_BYTES:
+            out.append(o)
+    _release(image, size, window)
+    return out
+
+
+def _release(image: mmap.mmap, size: int, window: int | None) -> None:
+    if window is not None:
+        start = window << _WINDOW
+        image.madvise(mmap.MADV_DONTNEED, start, min(1 << _WINDOW, size - start))
+
+
+def data_sections(path: str, index_from: int = INDEX_FROM) -> DataSections:
+    """The data sections of a file with device code (none of a file without,
+    or unreadable). Up to `index_from` bytes of them are searched whole.
+    Beyond that (cuBLASLt keeps 264 MB there, 77 MB of it containers), a
+    section is read only where the file points at a container in it: a
+    relocation or a symbol names the container's address (every container of
+    cuBLASLt's and cuDNN's .cask_resource, 164 of the 23,983 that cuFFT keeps
+    back to back in .ldata); such a section is then read whole, its
+    containers parsed and the bytes between them searched, as a search of the
+    section would find them. A file whose tables cannot name addresses (REL
+    or RELR relocations) is searched whole."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
-                return []
+                return DataSections([], [])
             with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as image:
                 sections = parse_sections(image, size)
+                if not any(s.name in DEVICE_CODE_SIGNS and s.size for s in sections):
+                    return DataSections([], [])
+                data = [s for s in sections if s.name in DATA_SECTIONS and s.size]
+                if sum(s.size for s in data) <= index_from:
+                    return DataSections([(s.offset, s.offset + s.size) for s in data], [])
+                named = pointed_at(image, sections, [(s.addr, s.addr + s.size) for s in data])
+                if named is None:
+                    return DataSections([(s.offset, s.offset + s.size) for s in data], [])
+                named = sorted(set(named))
+                walk = []
+                for s in data:
+                    inside = named[bisect_left(named, s.addr):bisect_left(named, s.addr + s.size)]
+                    offsets = _holding_magic(image, size, [a - s.addr + s.offset for a in inside])
+                    if offsets:
+                        walk.append((s.offset, s.offset + s.size, offsets))
+                return DataSections([], walk)
     except (OSError, ValueError, InvalidElf):
-        return []
-    if not any(s.name in DEVICE_CODE_SIGNS and s.size for s in sections):
-        return []
-    return [(s.offset, s.offset + s.size) for s in sections if s.name in DATA_SECTIONS and s.size]
+        return DataSections([], [])
 
 
 def read_files(paths: list[str], deep: bool, workers: int | None = None,
@@ -352,10 +433,11 @@ def read_files(paths: list[str], deep: bool, workers: int | None = None,
     whole files with `deep` (telling `progress` how many it has searched),
     else in the data sections of files with device code."""
     ranges: dict[str, list[tuple[int, int]]] = {}
+    walks: dict[str, list[tuple[int, int, list[int]]]] = {}
     failed: dict[str, str] = {}
     for p in paths:
         if not deep:
-            ranges[p] = data_sections(p)
+            ranges[p], walks[p] = data_sections(p)
             continue
         try:
             ranges[p] = [(0, os.stat(p).st_size)]
@@ -375,7 +457,7 @@ def read_files(paths: list[str], deep: bool, workers: int | None = None,
             out[p] = FileCode(problems=[failed[p]])
             continue
         try:
-            out[p] = read_file(p, hits[p])
+            out[p] = read_file(p, hits[p], walks.get(p, ()))
         except OSError as exc:
             out[p] = FileCode(problems=[f"unreadable: {exc.strerror or exc}"])
     return out

@@ -20,6 +20,7 @@ SHT_STRTAB, SHT_DYNAMIC, SHT_NOBITS = 3, 6, 8
 SHF_ALLOC = 0x2
 SHT_NOTE = 7
 SHT_SYMTAB = 2
+SHT_RELA, SHT_REL, SHT_DYNSYM, SHT_RELR = 4, 9, 11, 19
 STT_FUNC = 2
 STO_CUDA_ENTRY = 0x10  # st_other of a cubin's kernels; device functions and their clones lack it
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ = 0, 1, 5, 10
@@ -139,9 +140,9 @@ class ElfFile(namedtuple("ElfFile", _ELF_FIELDS, defaults=((), False, ()))):
         return (self.elf_class, self.machine)
 
 
-class Section(namedtuple("Section", "name type flags offset size")):
+class Section(namedtuple("Section", "name type flags offset size addr", defaults=(0,))):
     """One section header: `offset` in the file, `size` the bytes it holds
-    there (0 for SHT_NOBITS)."""
+    there (0 for SHT_NOBITS), `addr` its address in memory."""
 
     __slots__ = ()
 

@@ -45,15 +45,15 @@ def _positions(buf, needle: bytes, begin: int, filled: int):
             yield pos
             pos = buf.find(needle, pos + 1, filled)
         return
-    literal = _literal(needle)
-    hit = literal.search(buf, begin, filled)
+    pattern = literal(needle)
+    hit = pattern.search(buf, begin, filled)
     while hit is not None:
         yield hit.start()
-        hit = literal.search(buf, hit.start() + 1, filled)
+        hit = pattern.search(buf, hit.start() + 1, filled)
 
 
 @functools.lru_cache(maxsize=64)
-def _literal(needle: bytes) -> re.Pattern:
+def literal(needle: bytes) -> re.Pattern:
     return re.compile(re.escape(needle))
 
 
