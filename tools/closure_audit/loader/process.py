@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from ..util import under
 from .chains import Resolved
-from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution
+from .libraries import GLIBC_FAMILY
+from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution, matches_any
 from .preloads import Preload, Preloads, site_dirs
 
 
@@ -193,11 +194,13 @@ def _import(loader: Loader, proc: Process, name: str, packages: list[str],
 
 def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:
     """dlopen(path) in the process. A load with a need found nowhere fails,
-    and glibc unmaps what it mapped: a later load finds none of it."""
+    and glibc unmaps what it mapped: a later load finds none of it. A name of
+    glibc's family does not fail it: the interpreter has loaded its own."""
     lm = proc.link_map
     sizes = len(lm.objects), len(lm.by_name), len(lm.by_ident)
     chain = loader.chain(path, elf, link_map=lm)
-    missing = next((r.needed for o in chain.objects for r in o.resolutions if r.how == NOT_FOUND), None)
+    missing = next((r.needed for o in chain.objects for r in o.resolutions
+                    if r.how == NOT_FOUND and not matches_any(r.needed, GLIBC_FAMILY)), None)
     if missing is not None:
         del lm.objects[sizes[0]:]
         for table, size in ((lm.by_name, sizes[1]), (lm.by_ident, sizes[2])):
