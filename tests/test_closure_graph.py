@@ -21,9 +21,12 @@ from hypothesis import strategies as st
 
 from closure_audit.closure import reach, sizes
 from closure_audit.closure.graph import Closure, build_graph, loads, parse_path_info
-from closure_audit.closure.sizes import TOP, closure_sizes, dominator_tree, roots_closure_size, table
-from closure_audit.closure.why import shortest_chains
+from closure_audit.closure.sizes import TOP, added_sizes_of, closure_sizes, dominator_tree, roots_closure_size, table
+from closure_audit.closure.why import matcher, matching, shortest_chains
 from closure_audit.errors import ClosureError
+from closure_audit.findings.forbidden import forbidden_matches
+from closure_audit.findings.policy import Policy
+from closure_audit.output import json_report
 from closure_audit.output.json_report import write
 from closure_audit.nix.storepath import name_part
 
@@ -122,6 +125,9 @@ def test_sizes_and_chains_match_brute_force(case):
     tree = dominator_tree(c)
     expected = brute_added(refs, nar, root_ids)
     assert tree.added_sizes() == {path(v): a for v, a in expected.items()}
+    # A few paths' added sizes, one search each without the path; more, from the tree.
+    for few in (c.paths[:3], c.paths):
+        assert added_sizes_of(c, few) == {p: a for v, a in expected.items() if (p := path(v)) in few}
 
     # networkx's dominators over the same graph, a virtual top above the roots
     g = nx.DiGraph()
@@ -209,8 +215,12 @@ def test_an_incomplete_or_damaged_closure_is_refused():
         parse_path_info({path(0): {"narSize": 1, "references": path(1)}}, S, "t")
 
 
-def test_streamed_json_is_what_json_dumps_writes():
-    rows = [{"path": path(i), "size": i} for i in range(3)]
+@pytest.mark.parametrize("batch", [1024, 2])
+def test_streamed_json_is_what_json_dumps_writes(batch, monkeypatch):
+    """Rows streamed a batch at a time (one batch, or several with a row not
+    in ASCII among them): the text json.dumps writes of the whole."""
+    monkeypatch.setattr(json_report, "ROWS", batch)
+    rows = [{"path": path(i), "size": i, "nested": [i, {"x": None}]} for i in range(5)] + [{"name": "é"}]
     report = {"schema": "x", "empty": [], "nested": {"a": [1, {"b": None}]}, "rows": iter(rows), "none": iter(())}
     out: list[str] = []
     write(report, out.append)
@@ -273,3 +283,32 @@ def test_every_closure_size_in_parallel_passes_matches_one_pass_and_networkx(mon
     for i in np.random.default_rng(0).choice(len(ids), 150, replace=False):
         p = c.graph.paths[i]
         assert parallel[i] == c.nar_size(p) + sum(c.nar_size(q) for q in nx.descendants(g, p) if q != p)
+
+
+NAMES = ["cudatoolkit-12.4.1", "cuda12.9-cuda_nvcc-12.9.86", "python3.12-numpy-2.1.0", "magma-2.7.2-static",
+         "numpy", "gcc-wrapper-13.3.0", "a", "x-1-lib", "libfoo.so", "[odd]-1"]
+PATTERNS = ["cuda_nvcc", "numpy*", "*-static", "magma", "*", "?", "cuda*-cuda_*", "[ab]*", "x-1", "nothing",
+            "lib*.so", "[odd]*", "*numpy-2.1.0"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.text(B32, min_size=32, max_size=32)), min_size=1, max_size=30,
+                unique_by=lambda t: t[1]),
+       st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=4), st.integers(0, 29))
+def test_patterns_tested_over_all_paths_at_once_match_one_path_at_a_time(named, patterns, pick):
+    """`why PATTERN...` and the policy's forbidden patterns, searched over
+    every path at once: the paths a test of each path finds, no more."""
+    entries = {f"{S}/{h}-{name}": {"narSize": 1, "references": []} for name, h in named}
+    entries[f"{S}/{named[0][1][:pick]}"] = {"narSize": 1, "references": []}  # a last part too short for a name
+    c = Closure(build_graph(parse_path_info(entries, S, "t")), [next(iter(entries))], "t", S)
+    chosen = c.paths[pick % len(c.paths)]
+    patterns = [*patterns, chosen, chosen.rpartition("/")[2][:32]]  # a store path and a hash part
+    tests = [(p, matcher(p, c)) for p in patterns]
+    want = {}
+    for p in c.paths:
+        hit = next((pattern for pattern, test in tests if test(p)), None)
+        if hit is not None:
+            want[p] = hit
+    assert matching(c, patterns) == want
+    policy = Policy(forbidden=[(p, "r") for p in patterns[:3]])
+    assert forbidden_matches(c, policy) == {p: m for p in c.paths if (m := policy.forbids(name_part(p)))}
