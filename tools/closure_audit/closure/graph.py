@@ -299,7 +299,8 @@ def parse_dump_db(text: str) -> dict[str, dict]:
 def query(roots: list[str]) -> Closure:
     """The closure of `roots` from the local store. Nix is not asked for
     closure sizes: `--closure-size` makes it walk every path's closure
-    (40 s for 3,000 paths with Nix 2.8, where the graph alone takes 0.5 s);
+    (more than thirty times as long as reading the graph, with Nix 2.8:
+    docs/engineering/scale.md);
     sizes.py computes the ones a command shows."""
     store = store_dir()
     if shutil.which("nix") is not None:
