@@ -8,6 +8,7 @@ from contextlib import nullcontext
 
 from ..elf.fatbin import read_files
 from ..elf.walk import walk_targets
+from ..pipeline.found import check_found
 from ..findings.collector import Findings
 from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
 from . import result_type
@@ -33,8 +34,6 @@ def run(options: Options, progress=nullcontext) -> Result:
 
 def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):
     """Read every ELF file's GPU code, group it, judge it."""
-    from ..pipeline.audit import check_found  # only once the targets are read: archs starts lean
-
     walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
     check_found(walked)  # a target without ELF files has no GPU code to judge: an error, not a pass
     paths = sorted(walked.scan.elf)

@@ -26,6 +26,7 @@ from ..loader.chains import resolve
 from ..loader.preloads import read_preloads
 from ..loader.process import build_processes
 from ..nix.storepath import store_dir
+from .found import check_found
 
 
 class Report:
@@ -180,28 +181,5 @@ def interpreter(loader, walked) -> list:
                 loader = ld.Loader(ld.Environment(mode="tree", host_dirs=ld.default_host_dirs()))
             return loader.chain(real, elf).objects
     return []
-
-
-def check_found(walked) -> None:
-    """Every target must hold a valid ELF file, except a store path, whose
-    closure is audited all the same: a target that is a saved closure, holds
-    no ELF file or only broken ones says so instead of passing."""
-    for target in walked.targets:
-        found = walked.scan.targets.get(target)
-        if found is None or found.elf:
-            continue
-        if found.invalid:
-            path, reason = found.invalid[0]
-            if path == target:
-                raise TargetError(f"{target} is not a valid ELF file: {reason}")
-            raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
-        if walked.mode == "nix-store" and os.path.isdir(target):
-            continue
-        from ..closure.graph import looks_like_dump  # numpy and igraph: only where needed, start-up stays lean
-
-        if os.path.isfile(target) and looks_like_dump(target):
-            raise TargetError(f"{target}: this is a path-info dump: use --path-info {target} (with the store "
-                              f"paths it describes as targets), or `closure-audit why {target}`")
-        raise TargetError(f"no ELF files in {target}")
 
 
