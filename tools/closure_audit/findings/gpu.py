@@ -112,7 +112,9 @@ class Kernels:
         """The kernels of `code` that no cubin running on `device` defines
         (None: unknown, some kernels could not be read)."""
         names = self.of(code)
-        for c in {g.code for g in self.groups if g.code.kind == "sm" and runs_on(g.code, device)}:
+        # In a fixed order: which cubins are read (and counted in the report) must not vary between runs.
+        for c in sorted({g.code for g in self.groups if g.code.kind == "sm" and runs_on(g.code, device)},
+                        key=code_order):
             if not names:
                 break
             have = self.of(c)
