@@ -81,7 +81,7 @@ def main() -> int:
         print(f"{name}: --deep finds {hidden} more code objects outside the fatbin sections")
         checks.append(same_data_sections(name, listed, deep_files))
 
-    # Judging reads kernels where a cubin is not enough (docs/archs.md#kernels):
+    # Judging reads kernels where a cubin is not enough (docs/commands/archs.md#kernels):
     # cuFFT's PTX beside its sm_86 and sm_90 cubins, 117 MiB of payloads.
     cufft = str(site / "nvidia/cu13/lib/libcufft.so.12")
     plain = measure("archs libcufft.so.12", ours + [cufft], args.runs)

@@ -6,7 +6,7 @@ Each library runs in its own process, on references already read into arrays
 (closure_audit's Graph), and is timed on the three things the closure
 commands need: building its graph, the dominator tree from a virtual node
 above the root (added sizes), and everything the root reaches (the roots'
-closure size). Peak memory is the process's, less the arrays'. docs/scale.md
+closure size). Peak memory is the process's, less the arrays'. docs/engineering/scale.md
 explains the choice these figures led to.
 
   python3 benchmarks/bench_graph_libraries.py [--paths 100000] [--runs 3]

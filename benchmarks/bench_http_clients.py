@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests/support"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 from cacheserver import CacheServer  # noqa: E402

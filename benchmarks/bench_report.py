@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the suite's synthetic closures and headless Chromium
+sys.path.insert(0, str(HERE.parent / "tests/support"))  # the suite's synthetic closures and headless Chromium
 
 import synthetic  # noqa: E402
 from common import closure_audit_command, measure, verdict  # noqa: E402
@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     try:
-        import selenium  # noqa: F401  (tests/browser.py drives Chromium with it)
+        import selenium  # noqa: F401  (tests/support/browser.py drives Chromium with it)
     except ImportError:
         sys.exit("benchmark: selenium is missing: run it with the test environment, "
                  ".venv/bin/python benchmarks/bench_report.py (ci/setup makes it)")

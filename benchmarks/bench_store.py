@@ -39,7 +39,7 @@ from pathlib import Path
 
 from common import Timing, closure_audit_command, measure, verdict
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests/support"))
 
 from cacheserver import CacheServer  # noqa: E402
 from closure_audit.cache.narinfo import to_base32  # noqa: E402

@@ -34,7 +34,7 @@ from pathlib import Path
 from common import closure_audit_command, measure, verdict
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests/support"))
 sys.path.insert(0, str(HERE.parent / "tools"))
 
 from cacheserver import CacheServer  # noqa: E402

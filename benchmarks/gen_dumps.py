@@ -6,6 +6,12 @@ The shape, and why:
 - Paths are made in dependency order over 40 layers (a bootstrap core at the
   bottom, a system or environment root at the top): nixpkgs' runtime
   dependency chains are tens of derivations deep, never thousands.
+  `--depth deep` makes 2,000 layers instead: chains 4,000 references long
+  (topological levels), and nearly every path's closure holds thousands of
+  paths (at 100,000 paths: a tenth of them fewer than 3,200, half more than
+  41,000; 40 layers: 137 levels, a tenth fewer than 460, half more than
+  25,000). The shallow graph is the common case; the deep one is the worst
+  case for closure sizes computed level by level (sizes.py).
 - Packages have one to four outputs (out, lib, dev, bin; rarely static,
   stubs or doc); dev references lib and out, bin references lib, as
   multiple-output derivations do. Names are `pname-version[-output]` with
@@ -32,7 +38,7 @@ closureSize, when asked for, is every path's closure size, as
 sizes.py, which the test suite checks against brute force).
 
   python3 benchmarks/gen_dumps.py --paths 100000 [--closure-size] [--cycles]
-      [--format list|object|basenames] [--variant old|new] [--seed N] -o FILE
+      [--format list|object|basenames] [--variant old|new] [--depth shallow|deep] [--seed N] -o FILE
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "/nix/store"
 B32 = np.frombuffer(b"0123456789abcdfghijklmnpqrsvwxyz", dtype=np.uint8)
-LAYERS = 40
+DEPTHS = {"shallow": 40, "deep": 2000}  # layers
 PREFIXES = ["", "", "", "lib", "python3.12-", "python3.12-", "perl5.40-", "haskell-", "ocaml5.2-", "node-",
             "rust-", "gst-plugins-", "qt6-", "kf6-", "texlive-", "go-"]
 SYLLABLES = ["ar", "bo", "cu", "da", "el", "fi", "gra", "hu", "io", "jo", "ka", "lu", "ma", "ne", "or", "pi",
@@ -64,7 +70,7 @@ def _pname(rng) -> str:
     return str(rng.choice(PREFIXES)) + stem
 
 
-def shape(n: int, seed: int, cycles: bool):
+def shape(n: int, seed: int, cycles: bool, depth: str = "shallow"):
     """Names (without hashes), NAR sizes and references (CSR over creation
     order, every reference to an earlier path unless a cycle is asked for)."""
     rng = np.random.default_rng(seed)
@@ -87,8 +93,9 @@ def shape(n: int, seed: int, cycles: bool):
     names.append("nixos-system-synthetic-24.11")
     kinds.append("out")
 
-    layer = np.arange(n) * LAYERS // n
-    layer_start = np.searchsorted(layer, np.arange(LAYERS))
+    layers = DEPTHS[depth]
+    layer = np.arange(n) * layers // n
+    layer_start = np.searchsorted(layer, np.arange(layers))
     degree = np.minimum(rng.lognormal(np.log(6), 0.9, n).astype(np.int64), 400)
     degree[0] = 0
     src = np.repeat(np.arange(n), degree)
@@ -96,7 +103,7 @@ def shape(n: int, seed: int, cycles: bool):
     limit = np.where(limit == 0, src, limit)  # the core references earlier core paths
     core = rng.random(src.size) < 0.6
     skewed = (limit * rng.random(src.size) ** 4).astype(np.int64)
-    near = limit - 1 - rng.geometric(1 / (1 + n / LAYERS), src.size)
+    near = limit - 1 - rng.geometric(1 / (1 + n / layers), src.size)
     dst = np.where(core, skewed, np.maximum(near, 0))
     keep = (limit > 0) & (dst < src)
     src, dst = src[keep], dst[keep]
@@ -157,8 +164,8 @@ def mutate(rng, names: list[str], src: np.ndarray, dst: np.ndarray):
 
 
 def dump(n: int, seed: int = 1, closure_size: bool = False, cycles: bool = False, fmt: str = "object",
-         variant: str = "old") -> bytes:
-    names, nar, src, dst = shape(n, seed, cycles)
+         variant: str = "old", depth: str = "shallow") -> bytes:
+    names, nar, src, dst = shape(n, seed, cycles, depth)
     rng = np.random.default_rng(seed + 1000)
     hashes = _hashes(rng, n + 1)
     if variant == "new":
@@ -221,12 +228,14 @@ def main() -> int:
     ap.add_argument("--format", choices=("list", "object", "basenames"), default="object",
                     help="Nix 2.8-2.18's list, newer Nix's object keyed by path, or Nix 2.33's base names")
     ap.add_argument("--variant", choices=("old", "new"), default="old")
+    ap.add_argument("--depth", choices=tuple(DEPTHS), default="shallow",
+                    help="40 layers of packages (nixpkgs' usual depth) or 2,000 (closures of thousands of paths)")
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
     if args.paths < 100:
         sys.exit("gen_dumps: --paths must be at least 100")
     Path(args.output).write_bytes(dump(args.paths, args.seed, args.closure_size, args.cycles, args.format,
-                                       args.variant))
+                                       args.variant, args.depth))
     return 0
 
 

@@ -2,7 +2,7 @@
 #
 # Split an NVIDIA redistributable, installed into $out, across its outputs:
 # stubs, samples, doc, dev, static, lib, bin, by the rules of
-# lib/data/redist-split-rules.txt (docs/redist-features.md): the first rule
+# lib/data/redist-split-rules.txt (docs/nix/redist-features.md): the first rule
 # that holds for a file names its output; everything else (LICENSE, ...)
 # stays in out. makeSetupHook puts the rules' text into this file
 # (substitutions.redistSplitRules, overlays/hooks.nix), and

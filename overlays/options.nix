@@ -2,7 +2,7 @@
 #
 #   cudaSupport        bool, default false
 #   cudaCapabilities   list of strings ("8.6", "9.0a", "10.0f"), default [ ]: the
-#                      CUDA release's default set (docs/options.md)
+#                      CUDA release's default set (docs/nix/options.md)
 #   cudaForwardCompat  bool, default true: also embed PTX for the highest capability
 #
 # `nixcuda.flagsFor cudaVersion` turns them into compiler flags, validated:

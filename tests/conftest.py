@@ -25,7 +25,9 @@ hypothesis.settings.register_profile("seeded", derandomize=True, database=None)
 hypothesis.settings.load_profile("seeded")
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The helpers (support/) import by name from every folder of tests; tests/ holds
+# conftest and the fuzzing campaign's package.
+sys.path[:0] = [str(Path(__file__).resolve().parent / "support"), str(Path(__file__).resolve().parent)]
 
 import closure_audit  # noqa: E402
 from closure_audit.elf.reader import parse_sections, read_elf  # noqa: E402
@@ -310,11 +312,11 @@ def build(tmp_path, objects) -> Builder:
     return Builder(root, objects)
 
 
-SCHEMA = json.loads((ROOT / "docs/schema/closure-audit-3.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "docs/reference/schema/closure-audit-3.schema.json").read_text())
 
 
 def validate(report: dict) -> None:
-    """Check a report against the JSON contract, docs/schema/closure-audit-3.schema.json."""
+    """Check a report against the JSON contract, docs/reference/schema/closure-audit-3.schema.json."""
     import jsonschema
 
     jsonschema.validate(report, SCHEMA)
@@ -333,9 +335,30 @@ def run_cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedPr
     return p
 
 
+def cli_json(*args, **kw):
+    """Run a command with --json; every report is checked against the schema."""
+    p = run_cli(*args, "--json", **kw)
+    assert p.returncode in (0, 1), p.stderr
+    report = json.loads(p.stdout)
+    validate(report)
+    return p, report
+
+
+def fails_closed(args, *words, env=None):
+    """Exit 2, one line on stderr naming every word, nothing on stdout."""
+    p = run_cli(*args, env=env)
+    assert p.returncode == 2, (args, p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    assert p.stdout == ""
+    return lines[0]
+
+
 @pytest.fixture(scope="session")
 def browser():
-    """Headless Chromium, one for the session (tests/browser.py)."""
+    """Headless Chromium, one for the session (tests/support/browser.py)."""
     from browser import Browser
 
     b = Browser()

@@ -7,7 +7,8 @@ for an older GPU only, PTX of an older and of a newer GPU only, this GPU's
 kernel beside a library whose only cubin holds no kernel), runs each, and
 compares whether it launched its kernel with doctor's `gpu-code` verdict on
 its directory. Prints one line per program and exits 1 on any disagreement,
-2 when the host has no GPU or no nvcc.
+2 when it cannot run the check (no GPU, no nvidia-smi, no nvcc, a program
+nvcc does not build), with one line on stderr.
 
     ci/gpu/doctor-vs-driver.py [--closure-audit CMD] [--nvcc NVCC] WORKDIR
 """
@@ -41,14 +42,25 @@ int main() {
 NO_KERNEL = "__device__ int plus_one(int x) { return x + 1; }\nint linked_in() { return 1; }\n"
 
 
+CANNOT_CHECK = 2  # 1 is a disagreement: a check that never ran must not read as one
+
+
+def cannot_check(message: str):
+    print(f"doctor-vs-driver: {message}", file=sys.stderr)
+    sys.exit(CANNOT_CHECK)
+
+
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
 
 
 def gpu_capability() -> str:
-    p = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])
+    try:
+        p = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"])
+    except FileNotFoundError:
+        cannot_check("no nvidia-smi on PATH")
     if p.returncode != 0 or not p.stdout.strip():
-        sys.exit(f"doctor-vs-driver: no GPU found by nvidia-smi: {p.stderr.strip()}")
+        cannot_check(f"no GPU found by nvidia-smi: {p.stderr.strip()}")
     return p.stdout.split()[0]
 
 
@@ -74,11 +86,11 @@ def build(nvcc: str, work: Path, name: str, flags: list[str], no_kernel_lib: boo
         p = run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_75,code=sm_75",
                  "-o", str(d / "libempty.so"), str(d / "empty.cu")])
         if p.returncode != 0:
-            sys.exit(f"doctor-vs-driver: nvcc failed: {p.stderr.strip()}")
+            cannot_check(f"nvcc failed: {p.stderr.strip()}")
         link = [f"-L{d}", "-lempty", f"-Xlinker=-rpath={d}"]
     p = run([nvcc, *flags, "-o", str(d / "prog"), str(d / "k.cu"), *link])
     if p.returncode != 0:
-        sys.exit(f"doctor-vs-driver: nvcc failed: {p.stderr.strip()}")
+        cannot_check(f"nvcc failed: {p.stderr.strip()}")
     return d
 
 
@@ -99,7 +111,7 @@ def main() -> int:
     ap.add_argument("--nvcc", default=shutil.which("nvcc") or "nvcc")
     args = ap.parse_args()
     if not shutil.which(args.nvcc):
-        sys.exit("doctor-vs-driver: no nvcc")
+        cannot_check(f"no nvcc ({args.nvcc})")
     cap = gpu_capability()
     sm = int(cap.replace(".", ""))
     ca = shlex.split(args.closure_audit)

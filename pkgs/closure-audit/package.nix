@@ -25,7 +25,7 @@ python3Packages.buildPythonApplication {
       (root + "/LICENSE")
       (root + "/tools")
       (root + "/lib/data")
-      (root + "/docs/schema")
+      (root + "/docs/reference/schema")
       (root + "/examples")
       (root + "/tests")
     ];

@@ -13,7 +13,7 @@ N inputs (default 100,000). Engines:
 
 An input that raises anything but the parser's own error is a crash; one
 that runs longer than --timeout seconds is a hang. Either is written to
-tests/fuzz/regressions/TARGET-HASH.bin, which tests/test_fuzz.py replays on
+tests/fuzz/regressions/TARGET-HASH.bin, which tests/project/test_fuzzing.py replays on
 every run. Prints one line per target (inputs, crashes, hangs, peak memory,
 seconds) and a Markdown table with --markdown; exit status 1 on any crash
 or hang.

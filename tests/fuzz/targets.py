@@ -2,7 +2,7 @@
 or the parser's own one-line error out. Anything else is a crash.
 
 Each target has seed inputs (valid files of its format, made here) for the
-mutating engines to start from. tests/test_fuzz.py runs them briefly with
+mutating engines to start from. tests/project/test_fuzzing.py runs them briefly with
 hypothesis in every `ci/test`; tests/fuzz/run.py runs them for long.
 """
 
@@ -213,13 +213,13 @@ def _path_info_seeds() -> list[bytes]:
 
 
 def _policy_seeds() -> list[bytes]:
-    text = (ROOT / "docs/policy.md").read_text()
+    text = (ROOT / "docs/reference/policy.md").read_text()
     example = text.split("```toml", 1)[1].split("```", 1)[0]
     return [example.encode(), b'[severity]\nresolved-on-host = "error"\n[ignore]\npaths = ["*/tests/*"]\n']
 
 
 def _budgets_seeds() -> list[bytes]:
-    text = (ROOT / "docs/gate.md").read_text()
+    text = (ROOT / "docs/commands/gate.md").read_text()
     example = text.split("```toml", 1)[1].split("```", 1)[0]
     return [example.encode(), b'[targets.t]\npath-info = "x.json"\nmax-closure-size = "5 GiB"\nmax-growth = "5%"\n']
 

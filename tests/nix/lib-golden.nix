@@ -1,6 +1,6 @@
 # Evaluates every case of tests/golden/cuda-flags.json with plain Nix and
 # returns the names of the cases that fail (an empty list when all pass).
-# Used by the flake's checks; tests/test_nix_lib.py runs the same cases
+# Used by the flake's checks; tests/nix/test_nix_library.py runs the same cases
 # through nix-instantiate and also checks the error messages as printed.
 {
   lib ? import ../../lib,

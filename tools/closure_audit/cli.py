@@ -22,7 +22,7 @@ from .util import reader_gone
 # and run(args), and its one-line summary for `--help`.
 #
 # Start-up rule: `closure-audit --help` and `archs` start in tens of
-# milliseconds (benchmarks/bench_scale.py times them, tests/test_startup.py
+# milliseconds (benchmarks/bench_scale.py times them, tests/project/test_startup.py
 # checks what they import), so a module is imported where it is used:
 # - cli.py imports the one command module that runs (for its `--help` too) and
 #   none for `closure-audit --help`: the summaries are here.

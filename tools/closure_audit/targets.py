@@ -26,7 +26,7 @@ class Target(namedtuple("Target", "given path store_path kind")):
     installable's store path), the store path that holds it, if any, and its
     kind (STORE, TREE, WHEEL, DUMP, DERIVATION). A named tuple of collections:
     `--help` and `archs` import this module, and start without the
-    dataclasses and typing modules (docs/scale.md)."""
+    dataclasses and typing modules (docs/engineering/scale.md)."""
 
     __slots__ = ()
 

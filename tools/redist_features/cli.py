@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("sources", nargs="+", metavar="ARCHIVE_OR_DIR",
                        help="a redist tarball (.tar.xz), a wheel (.whl) or an unpacked directory")
         p.add_argument("--json", action="store_true",
-                       help="print JSON, schema redist-features/1 (docs/redist-features.md)")
+                       help="print JSON, schema redist-features/1 (docs/nix/redist-features.md)")
         args = p.parse_args(argv)
         results = [inspect(s) for s in args.sources]
         if args.json:

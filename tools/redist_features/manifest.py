@@ -4,7 +4,7 @@ For every package and platform of the manifest, the source inspected is the
 redist archive itself when it is among the sources (its sha256 must match the
 manifest), else NVIDIA's wheel of the same component at the same version.
 Packages with neither are listed as not inspected. The result is the data
-file pkgs/cuda/outputs/<release>.json (docs/redist-features.md).
+file pkgs/cuda/outputs/<release>.json (docs/nix/redist-features.md).
 """
 
 from __future__ import annotations

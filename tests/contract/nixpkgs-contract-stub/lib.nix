@@ -3,7 +3,7 @@
 # and semantics as nixpkgs' lib/ at the revision pinned in flake.lock. Anything
 # else is missing on purpose: an evaluation that needs more fails, naming the
 # attribute. With NIXPKGS_LIB set (./select-lib.nix) nixpkgs' real lib/ is
-# used instead, and tests/test_contract.py checks that both agree.
+# used instead, and tests/nix/test_overlay_contract.py checks that both agree.
 let
   inherit (builtins)
     attrNames

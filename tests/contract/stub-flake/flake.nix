@@ -3,7 +3,7 @@
 # the contract stub, so Nix can evaluate nixcuda's flake itself with
 # `--override-input nixpkgs`. The stub reads files of this repository (NVIDIA's
 # manifests), so this flake's source is a copy of the repository with this
-# file and ./default.nix at its root (tests/test_contract.py lays it out).
+# file and ./default.nix at its root (tests/nix/test_overlay_contract.py lays it out).
 # nixpkgs exposes lib.systems.flakeExposed; the stub, the systems nixcuda
 # builds for.
 {

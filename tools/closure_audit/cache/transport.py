@@ -3,7 +3,7 @@
 HTTP goes through the standard library's http.client over a bounded pool of
 keep-alive connections, one per concurrent request at most; callers run
 requests from a thread pool no wider than the connection pool
-(docs/store.md says why this and not httpx or aiohttp). Transient faults (5xx,
+(docs/commands/store.md says why this and not httpx or aiohttp). Transient faults (5xx,
 429, a dropped or refused connection, a timeout, a body cut short) are retried
 with exponential backoff and jitter; 404 and other client errors are answered
 at once.

@@ -27,6 +27,7 @@ from ..nix.command import find, nix, run
 from ..nix.storepath import is_store_basename, store_dir
 from . import CLOSURE_TARGETS
 from .reach import reverse
+from .scan import scan
 
 
 class Graph:
@@ -62,6 +63,14 @@ class Graph:
     @functools.cached_property
     def _reversed(self) -> tuple[np.ndarray, np.ndarray]:
         return reverse(self.ptr, self.targets)
+
+    @functools.cached_property
+    def lines(self) -> tuple[str, np.ndarray]:
+        """Every path, a line each, and where each line starts: patterns are
+        searched over all paths at once (why.py)."""
+        starts = np.zeros(len(self.paths), dtype=np.int64)
+        np.cumsum([len(p) + 1 for p in self.paths[:-1]], out=starts[1:])
+        return "\n".join(self.paths), starts
 
     def referrers(self, path: str) -> list[str]:
         """The paths that reference `path`, sorted."""
@@ -195,10 +204,17 @@ def build_graph(entries: dict[str, dict]) -> Graph:
         if flat is None:
             raise _incomplete(paths, ref_lists, lookup)
     nars = [e["nar_size"] for e in infos]
+    nix_closure = np.fromiter((e.get("closure_size", -1) for e in infos), dtype=np.int64, count=n)
+    return _arrays(paths, nars, nix_closure, counts, flat, absolute)
+
+
+def _arrays(paths: list[str], nars: list[int], nix_closure: np.ndarray, counts: np.ndarray, flat: np.ndarray,
+            index: dict[str, int]) -> Graph:
+    """The graph of sorted `paths`, path i referencing the next counts[i] of `flat`."""
+    n = len(paths)
     if sum(nars) >= 1 << 62:  # every sum of sizes stays exact in 64 bits
         raise ClosureError("the closure's NAR sizes add up to more than 4 EiB")
     nar = np.array(nars, dtype=np.int64)
-    nix_closure = np.fromiter((e.get("closure_size", -1) for e in infos), dtype=np.int64, count=n)
     sources = np.repeat(np.arange(n, dtype=np.int64), counts)
     loops = sources == flat
     self_reference = np.zeros(n, dtype=bool)
@@ -209,7 +225,32 @@ def build_graph(entries: dict[str, dict]) -> Graph:
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys // max(n, 1), minlength=n), out=ptr[1:])
     return Graph(paths, nar=nar, nix_closure=nix_closure, ptr=ptr, targets=keys % max(n, 1),
-                 self_reference=self_reference, index=absolute)
+                 self_reference=self_reference, index=index)
+
+
+def read_path_info(data: bytes, store: str, source: str) -> Graph:
+    """The graph of `nix path-info --json` output: read from the bytes
+    (scan.py) where they allow, else parsed as JSON. Raises ClosureError,
+    ValueError (not JSON) or RecursionError."""
+    scanned = scan(data, store)
+    if scanned is None:
+        return build_graph(parse_path_info(loads(data), store, source))
+    listed, nar, nix_closure, counts, flat = scanned
+    order = sorted(range(len(listed)), key=listed.__getitem__)
+    paths = [listed[i] for i in order]
+    index = {p: i for i, p in enumerate(paths)}
+    if len(index) != len(paths):  # the same path twice: JSON's reading keeps the last entry
+        return build_graph(parse_path_info(loads(data), store, source))
+    if order != list(range(len(order))):  # the dump's order is not the paths': renumber
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[np.array(order, dtype=np.int64)] = np.arange(len(order))
+        order_arr = np.array(order, dtype=np.int64)
+        starts = np.cumsum(counts) - counts
+        counts = counts[order_arr]
+        flat = rank[flat[np.repeat(starts[order_arr] - (np.cumsum(counts) - counts), counts)
+                         + np.arange(int(counts.sum()), dtype=np.int64)]]
+        nar, nix_closure = nar[order_arr], nix_closure[order_arr]
+    return _arrays(paths, nar.tolist(), nix_closure, counts, flat, index)
 
 
 def _resolve(ref_lists: list[list], lookup: dict[str, int]) -> np.ndarray | None:
@@ -258,16 +299,17 @@ def parse_dump_db(text: str) -> dict[str, dict]:
 def query(roots: list[str]) -> Closure:
     """The closure of `roots` from the local store. Nix is not asked for
     closure sizes: `--closure-size` makes it walk every path's closure
-    (40 s for 3,000 paths with Nix 2.8, where the graph alone takes 0.5 s);
+    (more than thirty times as long as reading the graph, with Nix 2.8:
+    docs/engineering/scale.md);
     sizes.py computes the ones a command shows."""
     store = store_dir()
     if shutil.which("nix") is not None:
         out = nix("path-info", "--json", "--recursive", *roots, what="nix path-info")
         try:
-            data = loads(out)
+            graph = read_path_info(out.encode(), store, "nix path-info")
         except ValueError:
             raise ClosureError("nix path-info printed something that is not JSON") from None
-        return Closure(build_graph(parse_path_info(data, store, "nix path-info")), roots, "nix path-info", store)
+        return Closure(graph, roots, "nix path-info", store)
     nix_store = shutil.which("nix-store")
     if nix_store is None:  # neither tool: the message names the one users install
         find("nix", why="to read closures (or give --path-info FILE)")
@@ -295,21 +337,20 @@ def load_dump(file: str, targets: list[str]) -> Closure:
         raise ClosureError(f"{file} is empty: a saved closure is the output of `nix path-info --json --recursive`")
     if first in (b"{", b"["):
         try:
-            parsed = loads(data)
+            graph = read_path_info(data, store, file)
         except ValueError as exc:  # orjson's errors, json's (UnicodeDecodeError among them)
             raise _not_a_closure(file, f"not JSON: {exc}") from None
         except RecursionError:
             raise _not_a_closure(file, "JSON nested too deeply") from None
-        entries = parse_path_info(parsed, store, file)
     elif data.startswith(os.fsencode(store + "/")):
         try:
             entries = parse_dump_db(data.decode())
         except UnicodeDecodeError:
             raise _not_a_closure(file, "not text") from None
+        graph = build_graph(entries)
     else:
         raise _not_a_closure(file, "neither JSON nor a registration")
     del data
-    graph = build_graph(entries)
     roots = [_match_root(graph, t, file) for t in targets] if targets else graph.tops()
     if not roots:
         raise ClosureError(f"{file}: no root path (every path is referenced by another)")

@@ -58,10 +58,13 @@ class Search:
         return chain[::-1]
 
 
-def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int]) -> Search:
+def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int], avoid: int | None = None) -> Search:
+    """The search from `roots`, never entering `avoid` (a path taken out)."""
     n = len(ptr) - 1
     parent = np.full(n, UNREACHED, dtype=np.int64)
-    frontier = np.array(list(dict.fromkeys(roots)), dtype=np.int64)
+    if avoid is not None:
+        parent[avoid] = ROOT  # seen already, so never entered, and left out of `order` below
+    frontier = np.array([r for r in dict.fromkeys(roots) if r != avoid], dtype=np.int64)
     parent[frontier] = ROOT
     parts, levels = [], [0]
     while frontier.size:
@@ -76,6 +79,8 @@ def breadth_first(ptr: np.ndarray, targets: np.ndarray, roots: list[int]) -> Sea
         frontier = nxt[first].astype(np.int64)
         parent[frontier] = via[first]
     order = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if avoid is not None:
+        parent[avoid] = UNREACHED
     return Search(order, levels, parent)
 
 
@@ -112,7 +117,12 @@ def topological_levels(ptr: np.ndarray, targets: np.ndarray) -> list[np.ndarray]
 class Condensed:
     """A graph with each strongly connected part as one node: `part[i]` is
     path i's part; the parts' edges both ways (CSR), and their topological
-    levels (`level_of[p]` is part p's)."""
+    levels (`level_of[p]` is part p's).
+
+    The bitset passes work on rows: the parts in topological order, level by
+    level (`order[r]` is row r's part, `row_of[p]` part p's row,
+    `bounds[k]:bounds[k+1]` level k's rows), so a level is one slice of a
+    pass's bits; `pred_ptr`/`pred_rows` are each row's referrers as rows."""
 
     part: np.ndarray
     ptr: np.ndarray
@@ -121,9 +131,19 @@ class Condensed:
 
     def __post_init__(self):
         self.rptr, self.rsources = reverse(self.ptr, self.targets)
-        self.level_of = np.empty(len(self.ptr) - 1, dtype=np.int64)
+        parts = len(self.ptr) - 1
+        self.level_of = np.empty(parts, dtype=np.int64)
         for k, level in enumerate(self.levels):
             self.level_of[level] = k
+        self.order = np.concatenate(self.levels) if self.levels else np.zeros(0, dtype=np.int64)
+        self.row_of = np.empty(parts, dtype=np.int64)
+        self.row_of[self.order] = np.arange(parts)
+        self.bounds = np.zeros(len(self.levels) + 1, dtype=np.int64)
+        np.cumsum([len(level) for level in self.levels], out=self.bounds[1:])
+        preds, counts = gather(self.rptr, self.rsources, self.order)
+        self.pred_rows = self.row_of[preds]
+        self.pred_ptr = np.zeros(parts + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.pred_ptr[1:])
 
 
 def condense(ptr: np.ndarray, targets: np.ndarray) -> Condensed:
@@ -151,42 +171,38 @@ WORD = 64
 BATCH_WORDS = 1 << 22  # words gathered at once: 32 MB
 
 
-def reached_by(c: Condensed, sources: np.ndarray) -> np.ndarray:
-    """Bitsets over the parts of `c`: bit j of row p (word j // 64) is set
-    when source part sources[j] reaches part p. One pass over the levels in
-    topological order ORs into each part the words of its referrers (all on
-    earlier levels, so complete by then), skipping the parts no source
-    reaches and the referrers whose words are zero; levels above the highest
-    source are not read at all."""
-    parts = len(c.ptr) - 1
+def reached_by(c: Condensed, sources: np.ndarray) -> tuple[np.ndarray, int]:
+    """Bitsets over the rows of `c` (its parts in topological order): bit j
+    of a row (word j // 64) is set when source part sources[j] reaches the
+    row's part. Returns the bits of rows `base` onwards, and `base`: the
+    rows of levels above the highest source's are never reached, so never
+    held. One pass over the levels in topological order ORs into each
+    level's rows the words of their referrers (all on earlier levels, so
+    complete by then): three array operations a level, whatever the level's
+    width, so a deep graph of thin levels costs little more than a shallow
+    one."""
     words = max(1, -(-len(sources) // WORD))
-    bits = np.zeros((parts, words), dtype=np.uint64)
-    j = np.arange(len(sources))
-    np.bitwise_or.at(bits, (sources, j // WORD), np.left_shift(np.uint64(1), (j % WORD).astype(np.uint64)))
-    active = np.zeros(parts, dtype=bool)
-    active[sources] = True
     first = int(c.level_of[sources].min()) if len(sources) else len(c.levels)
+    base = int(c.bounds[first])
+    # One more row, always zero, stands for every referrer above `base`.
+    bits = np.zeros((len(c.order) - base + 1, words), dtype=np.uint64)
+    j = np.arange(len(sources))
+    np.bitwise_or.at(bits, (c.row_of[sources] - base, j // WORD),
+                     np.left_shift(np.uint64(1), (j % WORD).astype(np.uint64)))
     step = max(1, BATCH_WORDS // words)  # referrers' rows gathered at once
-    for level in c.levels[first + 1:]:
-        preds, counts = gather(c.rptr, c.rsources, level)  # every part past the first level has a referrer
-        starts = np.cumsum(counts) - counts
-        live = active[preds]
-        reached = np.logical_or.reduceat(live, starts)
-        if not reached.any():
-            continue
-        nodes = level[reached]
-        active[nodes] = True
-        counts = np.add.reduceat(live, starts)[reached]
-        preds = preds[live]
-        ends = np.cumsum(counts)
-        lo = 0
-        while lo < len(nodes):  # batches of about `step` referrers, at least one part each
-            start = ends[lo] - counts[lo]
-            hi = max(lo + 1, int(np.searchsorted(ends, start + step, side="right")))
-            rows = bits[preds[start:ends[hi - 1]]]
-            bits[nodes[lo:hi]] |= np.bitwise_or.reduceat(rows, ends[lo:hi] - counts[lo:hi] - start, axis=0)
-            lo = hi
-    return bits
+    zero = len(bits) - 1
+    for k in range(first + 1, len(c.levels)):  # every part past the first level has a referrer
+        lo, hi = int(c.bounds[k]), int(c.bounds[k + 1])
+        while lo < hi:  # batches of about `step` referrers, at least one row each
+            start = int(c.pred_ptr[lo])
+            end = hi
+            if int(c.pred_ptr[hi]) - start > step:
+                end = max(lo + 1, min(hi, int(np.searchsorted(c.pred_ptr, start + step, side="right")) - 1))
+            preds = c.pred_rows[start:int(c.pred_ptr[end])] - base
+            preds[preds < 0] = zero
+            bits[lo - base:end - base] |= np.bitwise_or.reduceat(bits[preds], c.pred_ptr[lo:end] - start, axis=0)
+            lo = end
+    return bits[:zero], base
 
 
 def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarray:
@@ -200,12 +216,13 @@ def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarr
     words = np.ascontiguousarray(bits[rows].T)  # word k of every row: bits 64k..64k+63
     weights = weights[rows]
     exact_in_float = int(weights.sum()) < 1 << 53  # float64 sums of integers below 2**53 are exact
+    as_float = weights.astype(np.float64)  # once, not once for each of the bincounts below
     per_value = np.zeros((8 * len(words), 256), dtype=np.int64)
     for k, word in enumerate(words):
         octets = word.astype("<u8", copy=False).view(np.uint8).reshape(-1, 8)  # byte b: bits 8b..8b+7
         for b in range(8):
             if exact_in_float:
-                per_value[8 * k + b] = np.bincount(octets[:, b], weights=weights, minlength=256).round()
+                per_value[8 * k + b] = np.bincount(octets[:, b], weights=as_float, minlength=256).round()
             else:
                 np.add.at(per_value[8 * k + b], octets[:, b], weights)
     has_bit = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1  # value, bit -> 0/1

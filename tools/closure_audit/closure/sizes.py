@@ -108,6 +108,28 @@ def added_sizes(closure: Closure, tree: DominatorTree | None = None) -> dict[str
     return (dominator_tree(closure) if tree is None else tree).added_sizes()
 
 
+FEW = 8  # paths whose added sizes one search each finds sooner than the dominator tree does
+
+
+def added_sizes_of(closure: Closure, paths: list[str]) -> dict[str, int]:
+    """Added size of each of `paths` the roots reach. For a few paths, one
+    search from the roots without each path (what it adds is what that search
+    no longer reaches): at a million paths the dominator tree costs many
+    searches. For more, the dominator tree."""
+    if len(paths) > FEW:
+        added = added_sizes(closure)
+        return {p: added[p] for p in paths if p in added}
+    g = closure.graph
+    whole = breadth_first(g.ptr, g.targets, closure.root_ids)
+    total = int(g.nar[whole.order].sum())
+    out = {}
+    for p in paths:
+        i = g.index[p]
+        if whole.reached[i]:
+            out[p] = total - int(g.nar[breadth_first(g.ptr, g.targets, closure.root_ids, avoid=i).order].sum())
+    return out
+
+
 def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
     """Closure size of each path in `rows` (indices): Nix's figure where the
     dump has one, else the NAR sizes of everything the path reaches."""
@@ -127,7 +149,8 @@ def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
     chunks = [order[lo:lo + CHUNK] for lo in range(0, len(order), CHUNK)]
 
     def one(chunk: np.ndarray) -> np.ndarray:
-        return column_sums(reached_by(c, unique_parts[chunk]), part_nar, len(chunk))
+        bits, base = reached_by(c, unique_parts[chunk])
+        return column_sums(bits, part_nar[c.order[base:]], len(chunk))
 
     # The passes are independent and numpy lets go of the interpreter inside
     # them: one thread per core (WORKERS at most, each holding one chunk's bits).

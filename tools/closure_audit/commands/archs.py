@@ -1,5 +1,5 @@
 """`closure-audit archs`: the GPU code inside every ELF file of the targets,
-judged against the capabilities a build was meant for (docs/archs.md)."""
+judged against the capabilities a build was meant for (docs/commands/archs.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from . import options
 def add_arguments(p) -> None:
     p.description = ("List the GPU code objects (cubin, PTX, LTO IR) inside every ELF file of the targets; with "
                      "requested capabilities, report what is missing and what no requested GPU can use "
-                     "(docs/archs.md).")
+                     "(docs/commands/archs.md).")
     p.add_argument("targets", nargs="+", metavar="TARGET",
                    help="a file, a directory, a Nix store path or result symlink; with --closure, also an "
                         "installable (.#attr)")
@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
     p.add_argument("--from-nix-config", nargs="?", const="", metavar="FILE",
                    help="read cudaCapabilities and cudaForwardCompat from a nixpkgs config "
                         "(default: the one nixpkgs reads: $NIXPKGS_CONFIG, ~/.config/nixpkgs/config.nix)")
-    options.add_policy(p, "TOML policy; [gpu] can hold the capabilities (docs/policy.md)")
+    options.add_policy(p, "TOML policy; [gpu] can hold the capabilities (docs/reference/policy.md)")
     p.add_argument("--deep", action="store_true",
                    help="also search the rest of every file for containers (without it: fatbin sections, and "
                         ".ldata, .lrodata, .rodata, .cask_resource of libraries with device code); reads whole files")

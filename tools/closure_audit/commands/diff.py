@@ -12,7 +12,7 @@ def add_arguments(p) -> None:
     p.description = "Compare two closures: packages added, removed and changed, with sizes."
     p.add_argument("old", metavar="OLD", help=f"the closure before: {options.CLOSURE_TARGETS}")
     p.add_argument("new", metavar="NEW", help="the closure after, given the same way")
-    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/reference/policy.md)")
     options.add_markdown(p)
     options.add_build(p)
     options.add_json(p)

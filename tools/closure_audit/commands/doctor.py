@@ -1,5 +1,5 @@
 """`closure-audit doctor [TARGET...]`: will CUDA programs of TARGET run on
-this host, and if not, the exact fix (docs/doctor.md).
+this host, and if not, the exact fix (docs/commands/doctor.md).
 
 Resolves the targets, then ops/doctor.py reads the host under --host-root
 (host/), reads and resolves the targets as `audit` does
@@ -9,6 +9,7 @@ and judges (findings/doctor.py)."""
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import output
 from ..errors import UsageError
@@ -21,7 +22,7 @@ def add_arguments(p) -> None:
     p.description = ("Check that CUDA programs of the targets will run on this host: the host's kind, the driver "
                      "library the targets would load, the driver's versions against the kernel module and the "
                      "CUDA runtime, and the GPUs against the GPU code compiled in. Without a target, the host "
-                     "alone. Each problem comes with its fixes (docs/doctor.md).")
+                     "alone. Each problem comes with its fixes (docs/commands/doctor.md).")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help="a store path, a result link, an installable (.#attr), or a venv or conda tree")
     host_root = p.add_mutually_exclusive_group()
@@ -39,6 +40,8 @@ def run(args) -> int:
     from ..ops import doctor
 
     flag, root = ("--root", args.old_root) if args.old_root is not None else ("--host-root", args.host_root)
+    if flag == "--root":
+        print("closure-audit: warning: doctor --root is deprecated: use --host-root", file=sys.stderr)
     if not os.path.isdir(root):
         raise UsageError(f"{flag} is not a directory: {root}")
     policy = options.load_policy(args)

@@ -9,7 +9,7 @@ from . import options
 
 
 def add_arguments(p) -> None:
-    p.description = ("Check closures against a budgets file (docs/gate.md). Exit 1 on any violation, 2 when "
+    p.description = ("Check closures against a budgets file (docs/commands/gate.md). Exit 1 on any violation, 2 when "
                      "something cannot be checked.")
     p.add_argument("--budgets", metavar="FILE", required=True, help="TOML budgets file")
     p.add_argument("--target", metavar="NAME=WHAT", action="append", default=[],
@@ -20,11 +20,11 @@ def add_arguments(p) -> None:
                    help="baseline of target NAME: a saved JSON report, a path-info dump or a store path")
     p.add_argument("--max-growth", metavar="NAME=LIMIT", action="append", default=[],
                    help="how much target NAME may grow against its baseline: bytes (200MiB) or a percentage (5%%)")
-    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/reference/policy.md)")
     p.add_argument("--all-chains", action="store_true", help="show every referrer of forbidden paths")
     options.add_markdown(p)
     p.add_argument("--html", metavar="FILE", help="write the report page of every target, with its verdict "
-                   "(docs/report.md)")
+                   "(docs/commands/report.md)")
     options.add_build(p)
     options.add_json(p)
     options.add_store(p, evidence_option=True)

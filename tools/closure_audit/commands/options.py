@@ -12,10 +12,10 @@ from ..targets import DUMP, resolve_target
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print the JSON report (docs/json.md)")
+    p.add_argument("--json", action="store_true", help="print the JSON report (docs/reference/json.md)")
 
 
-def add_policy(p: argparse.ArgumentParser, what: str = "TOML policy (docs/policy.md)") -> None:
+def add_policy(p: argparse.ArgumentParser, what: str = "TOML policy (docs/reference/policy.md)") -> None:
     p.add_argument("--policy", metavar="FILE", help=what)
 
 
@@ -24,8 +24,9 @@ def add_build(p: argparse.ArgumentParser, help: str = "build installables that a
 
 
 def add_markdown(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-' for standard output); "
-                   "also appended to $GITHUB_STEP_SUMMARY when that is set")
+    p.add_argument("--markdown", metavar="FILE", help="write a Markdown summary ('-': to standard output, "
+                   "instead of the terminal report); $GITHUB_STEP_SUMMARY, when set, gets it with or "
+                   "without this option")
 
 
 def add_path_info(p: argparse.ArgumentParser) -> None:
@@ -41,10 +42,10 @@ def add_closure_inputs(p: argparse.ArgumentParser) -> None:
 
 
 def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None:
-    """--store URL and what goes with it (docs/store.md)."""
+    """--store URL and what goes with it (docs/commands/store.md)."""
     p.add_argument("--store", metavar="URL",
                    help="read closures from a Nix binary cache (file:///DIR, http://HOST[:PORT][/PREFIX], https://...) "
-                        "instead of the local store; targets are then full store paths (docs/store.md)")
+                        "instead of the local store; targets are then full store paths (docs/commands/store.md)")
     add_cache_options(p)
     if evidence_option:
         p.add_argument("--evidence", action="store_true",
@@ -52,15 +53,17 @@ def add_store(p: argparse.ArgumentParser, evidence_option: bool = False) -> None
                             "(without it, no NAR is downloaded)")
 
 
-def add_cache_options(p: argparse.ArgumentParser) -> None:
-    """How binary caches are read: signatures, the local narinfo cache, connections."""
+def add_cache_options(p: argparse.ArgumentParser, scope: str = "with --store") -> None:
+    """How binary caches are read: signatures, the local narinfo cache,
+    connections; `scope` says which caches (why-build also reads Nix's
+    substituters without --store)."""
     p.add_argument("--trusted-public-keys", metavar="KEYS",
-                   help="with --store: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
+                   help=f"{scope}: 'NAME:BASE64 ...', as Nix's setting; every narinfo must then carry a "
                         "valid signature by one of them")
     p.add_argument("--refresh", action="store_true",
-                   help="with --store: fetch every narinfo again, ignoring the local narinfo cache")
+                   help=f"{scope}: fetch every narinfo again, ignoring the local narinfo cache")
     p.add_argument("--http-connections", type=int, metavar="N",
-                   help=f"with --store: requests in flight at once, over as many connections (default "
+                   help=f"{scope}: requests in flight at once, over as many connections (default "
                         f"{HTTP_CONNECTIONS})")
 
 

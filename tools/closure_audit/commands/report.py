@@ -10,14 +10,14 @@ _PAGE = "a treemap of added sizes, the forbidden chains, every path's details"
 
 
 def add_arguments(p) -> None:
-    p.description = (f"Write TARGET's closure as one HTML page that loads nothing (docs/report.md): {_PAGE}. "
+    p.description = (f"Write TARGET's closure as one HTML page that loads nothing (docs/commands/report.md): {_PAGE}. "
                      "Exit 1 when the closure has a finding of severity error.")
     p.add_argument("targets", nargs="*", metavar="TARGET", help="store path, result link, installable or dump")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write")
     options.add_path_info(p)
-    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/reference/policy.md)")
     p.add_argument("--budgets", metavar="FILE",
-                   help="also judge the closure against a budget of this file (docs/gate.md) and show the verdict")
+                   help="also judge the closure against a budget of this file (docs/commands/gate.md) and show the verdict")
     p.add_argument("--budget", metavar="NAME", help="which target's budget (needed when the file has several)")
     p.add_argument("--baseline", metavar="WHAT", help="the budget's baseline, for its max-growth: a saved JSON "
                    "report, a path-info dump or a store path (replaces the budgets file's)")

@@ -1,6 +1,6 @@
 """`closure-audit trace [--json] [--against TREE] -- COMMAND [ARG...]`: run
 COMMAND under glibc's loader debugging and report what the real loader did
-(ops/trace.py, docs/trace.md)."""
+(ops/trace.py, docs/commands/trace.md)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
                         "omitted with --path-info, whose top-level paths are the roots")
     p.add_argument("patterns", nargs="*", metavar="PATTERN",
                    help="store path, hash part, or pattern on store names (magma-*, cudatoolkit)")
-    options.add_policy(p, "TOML policy with [forbidden] (docs/policy.md)")
+    options.add_policy(p, "TOML policy with [forbidden] (docs/reference/policy.md)")
     p.add_argument("--all-chains", action="store_true", help="also show every referrer, with evidence")
     options.add_closure_inputs(p)
     options.add_store(p)

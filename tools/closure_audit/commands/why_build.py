@@ -1,5 +1,5 @@
 """`closure-audit why-build`: what Nix will build instead of fetching, and
-the setting that caused it (docs/why-build.md)."""
+the setting that caused it (docs/commands/why-build.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from . import options
 def add_arguments(p) -> None:
     p.description = ("closure-audit why-build: the derivations Nix will build and the paths it will fetch for "
                      "TARGET, the root causes of the rebuild and, with --like REF, how each differs from the "
-                     "same derivation as the cache builds it (docs/why-build.md).")
+                     "same derivation as the cache builds it (docs/commands/why-build.md).")
     p.add_argument("targets", nargs="+", metavar="TARGET", help="a .drv store path or an installable")
     p.add_argument("--like", metavar="REF",
                    help="the same thing as the cache builds it (a .drv or an installable): each root cause is "
@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--store", metavar="URL", action="append",
                    help="a binary cache to consult (file://, http://, https://), repeatable; default: Nix's "
                         "configured substituters")
-    options.add_cache_options(p)
+    options.add_cache_options(p, "for every cache read (--store, else Nix's substituters)")
     options.add_json(p)
     options.add_markdown(p)
 

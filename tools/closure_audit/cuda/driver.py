@@ -1,5 +1,5 @@
 """Driver versions and what a CUDA runtime needs of them: NVIDIA's release
-notes as data (docs/doctor.md#minimum-driver-versions).
+notes as data (docs/commands/doctor.md#minimum-driver-versions).
 
 Two minimums per CUDA release:
 - the toolkit's own driver (Table 3 of the release notes, "CUDA Toolkit and

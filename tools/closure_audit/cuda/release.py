@@ -1,6 +1,6 @@
 """What CUDA release a target needs, told by the target itself: the sonames
 its objects need or open, the versioned names of the CUDA libraries it holds,
-its wheels' metadata and PyTorch's torch/version.py (docs/doctor.md).
+its wheels' metadata and PyTorch's torch/version.py (docs/commands/doctor.md).
 
 Each piece of evidence is a `Need`: the release, whether its minor version is
 known, and where it came from. The driver is judged against the highest."""

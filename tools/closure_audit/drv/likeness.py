@@ -1,6 +1,6 @@
 """A derivation to build against its like in a reference graph (what the
 cache builds): their differences, nix-diff style, and the CUDA setting
-behind each through lib/data/cuda-settings.json (docs/options.md).
+behind each through lib/data/cuda-settings.json (docs/nix/options.md).
 
 A difference is (kind, name, old, new): `old` is the reference's value,
 `new` the target's; None where one side has no such thing. Environment

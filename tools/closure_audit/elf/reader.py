@@ -6,7 +6,7 @@ the dynamic string table and the section header table of ELF32/ELF64 files in
 either byte order through a read-only mmap, so only the pages holding those
 structures are touched: a 500 MB library costs the same as a 5 KB one.
 
-Every structure is checked before it is used (docs/loader.md lists the
+Every structure is checked before it is used (docs/internals/loader.md lists the
 checks): bounds against the file size, alignment, overlaps between the
 tables and the sections, counts (including extended numbering) and string
 termination. Anything malformed raises `InvalidElf` with a one-line reason;

@@ -35,7 +35,7 @@ _NAME = re.compile(rb"[a-z%][A-Za-z0-9_+.%-]*\.so(?:\.(?:[0-9]+|%[0-9]*[a-z]))*"
 _RUN = re.compile(rb"[A-Za-z0-9_+.%-]*\Z")  # name characters up to the end of a buffer
 _LONGEST = 255  # NAME_MAX: no file name is longer
 # The regular expression engine finds this literal several times faster than
-# bytes.find does on CUDA libraries' read-only data (measured in docs/opened.md).
+# bytes.find does on CUDA libraries' read-only data (measured in docs/internals/opened.md).
 _NEEDLE = re.compile(rb"\.so")
 
 

@@ -22,7 +22,7 @@ _MAX_ENTRIES = 1 << 16  # a longer walk is a loop in a corrupt table
 
 # A version an object requires of one of its needs: the need's name as
 # written in DT_VERNEED (its SONAME), the version, and whether the reference
-# is weak (VER_FLG_WEAK: glibc loads the object anyway, docs/loader.md).
+# is weak (VER_FLG_WEAK: glibc loads the object anyway, docs/internals/loader.md).
 Required = namedtuple("Required", "file version weak")
 
 

@@ -1,6 +1,6 @@
 """Judge whether CUDA programs of a target will run on a host: one check per
 line, each ok, warning or error, and for each problem the exact fixes with
-their trade-offs (docs/doctor.md).
+their trade-offs (docs/commands/doctor.md).
 
 The checks, in order: the host's kind; the driver library the target would
 load (as the loader model resolves it: through a driver directory in the

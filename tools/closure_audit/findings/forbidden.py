@@ -10,8 +10,8 @@ from collections.abc import Callable, Collection
 
 from ..closure.evidence import Scanner, scanner_for
 from ..closure.graph import Closure
-from ..closure.sizes import added_sizes
-from ..closure.why import Explanation, explain
+from ..closure.sizes import added_sizes_of
+from ..closure.why import Explanation, explain, sifted
 from ..nix.storepath import name_part
 from ..util import format_size
 from .collector import Findings
@@ -20,11 +20,14 @@ from .policy import Policy
 
 def forbidden_matches(closure: Closure, policy: Policy) -> dict[str, tuple[str, str]]:
     """Paths of the closure the policy forbids: path -> (pattern, reason).
-    One regular expression of every forbidden pattern sifts the closure
-    first; the policy decides on the few names it lets through."""
+    The patterns sift every path at once (closure/why.py sifted()), then
+    one regular expression of them each name sifted; the policy decides on
+    the few names it lets through."""
     sieve = re.compile("|".join(fnmatch.translate(p) for p, _ in policy.forbidden) or "(?!)")
     out = {}
-    for path in closure.graph:
+    paths = closure.graph.paths
+    for i in sifted(closure, [p for p, _ in policy.forbidden]):
+        path = paths[i]
         name = name_part(path)
         if sieve.match(name):
             hit = policy.forbids(name)
@@ -40,13 +43,14 @@ def forbidden_paths(closure: Closure, policy: Policy, findings: Findings, *, add
     patterns, explain each match (chain and evidence), and add one
     `forbidden-path` finding per match. `exclude` leaves out paths already
     known (diff: those the old closure had); `fields` go on every finding.
-    `added` (every path's added size) is computed when not given and needed;
+    `added` (added sizes, of the matches at least) is computed when not
+    given and needed, for the matches alone;
     `progress` is told how many files the evidence scan has read."""
     matches = {p: m for p, m in forbidden_matches(closure, policy).items() if p not in exclude}
     if not matches:
         return []
     if added is None:
-        added = added_sizes(closure)
+        added = added_sizes_of(closure, list(matches))
     explanations = explain(closure, matches, all_chains, scanner or scanner_for(closure, progress))
     for e in explanations:
         size = added.get(e.path, 0)

@@ -51,12 +51,19 @@ class FromHost:
         if hit is None:
             return False
         proc, need = hit
-        alone = f"on its own it gets the host's {host_path}" if host_path else "on its own it finds none and fails"
-        findings.add("preloaded-library", file,
-                     f"{name}: {os.path.basename(file)} gets the tree's {need.path} only because it is {need.why}; "
-                     f"{alone}", needed=name, tree_path=need.path, host_path=host_path,
+        alone = f"the host's {host_path}" if host_path else "none and fails"
+        if need.first is None:
+            text = f"gets the tree's {need.path} only because it is {need.why}; on its own it gets {alone}"
+        else:
+            # Only the union's order helps: its own framework's import does not load that copy.
+            own = proc.framework_of(proc.objects_of(file)[0])
+            text = (f"gets the tree's {need.path} only if {need.first} is imported before {own}, as it is "
+                    f"{need.why}; {own} imported without {need.first} first gets {alone}")
+        findings.add("preloaded-library", file, f"{name}: {os.path.basename(file)} {text}", needed=name,
+                     tree_path=need.path, host_path=host_path,
                      loaded_by=need.preload.framework if need.preload else None,
-                     trigger=need.preload.trigger if need.preload else None, process=proc.name, **fields)
+                     trigger=need.preload.trigger if need.preload else None, process=proc.name,
+                     imported_first=need.first, **fields)
         return True
 
     def report(self, findings: Findings) -> None:

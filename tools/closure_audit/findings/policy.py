@@ -1,7 +1,7 @@
 """The audit policy: a TOML file that tunes rules and the loader model.
 
 Every key is checked; an unknown key or a value of the wrong type is an error
-naming the key, so a typo can never silently weaken a gate. docs/policy.md
+naming the key, so a typo can never silently weaken a gate. docs/reference/policy.md
 documents the format.
 """
 
@@ -19,7 +19,7 @@ from ..util import read_toml, relative_to
 
 
 # What a runtime closure must not hold, by store name (the part after the
-# hash), and why. docs/policy.md lists them.
+# hash), and why. docs/reference/policy.md lists them.
 FORBIDDEN = (
     ("cudatoolkit-*", "the monolithic CUDA toolkit"),
     ("cuda-merged-*", "the merged CUDA toolkit"),

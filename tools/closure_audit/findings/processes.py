@@ -8,7 +8,11 @@ library that can end up mapped in one process.
   different SONAMEs (auditwheel's renamed libcudart.faf08d9a.so.13 in
   torchvision.libs beside nvidia/cu13/lib/libcudart.so.13).
 
-The process is the union of every framework's: they can be imported together.
+Two files are looked for across the frameworks' own processes: any two can be
+imported together. The union process (loader/process.py) says which copy each
+need gets when they are, in its order: where that differs from the need's own
+framework alone, the finding lists it (`differs`), and `union` names the
+copies the union maps.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from ..loader.model import matches_any
-from ..loader.process import Process
+from ..loader.process import UNION, Process
 from .collector import Findings
 
 # A library's family: its name before `.so`, less the hash auditwheel inserts.
@@ -35,7 +39,10 @@ def family(name: str) -> str | None:
 def judge_processes(processes: list[Process], findings: Findings, is_driver) -> None:
     by_soname: dict[str, dict[str, list[str]]] = {}  # soname -> file -> frameworks
     by_family: dict[str, dict[str, dict[str, list[str]]]] = {}  # family -> soname -> file -> frameworks
+    union = next((p for p in processes if p.name == UNION), None)
     for proc in processes:
+        if proc is union:
+            continue
         for obj in proc.link_map.objects:
             name = obj.elf.soname or os.path.basename(obj.real)
             if is_driver(name) or id(obj) in proc.modules:
@@ -46,13 +53,23 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver) -> 
             fam = family(name)
             if fam is not None:
                 by_family.setdefault(fam, {}).setdefault(name, {})[obj.real] = by_soname[name][obj.real]
+    moved = differs(processes, union) if union is not None else []
     for soname, files in sorted(by_soname.items()):
         if len(files) > 1:
             paths = sorted(files)
+            mapped = [o.real for o in union.link_map.objects if o.real in files] if union is not None else []
+            changed = [d for d in moved if d["alone"] in files or d["union"] in files]
+            order = ""
+            if changed:
+                d = changed[0]
+                more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+                order = (f"; importing {', then '.join(union.frameworks)} in one process, "
+                         f"{os.path.basename(d['file'])} gets {d['union']}, where {d['process']} alone gives "
+                         f"{d['alone'] or 'none'}{more}")
             findings.add("duplicate-soname", paths[1],
                          f"{soname}: {len(paths)} different files with this SONAME can be mapped in one process "
                          f"({_where(files)}); the first loaded answers every need by name, a load by path maps "
-                         f"another copy", soname=soname, files=paths)
+                         f"another copy{order}", soname=soname, files=paths, union=mapped, differs=changed)
     for fam, sonames in sorted(by_family.items()):
         if len(sonames) > 1:
             files = {p: procs for by_file in sonames.values() for p, procs in by_file.items()}
@@ -61,6 +78,30 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver) -> 
                          f"{fam}: {len(sonames)} copies under different SONAMEs ({', '.join(sorted(sonames))}) can "
                          f"be mapped in one process ({_where(files)}): two {fam} with separate state",
                          family=fam, files=paths, sonames=sorted(sonames))
+
+
+def differs(processes: list[Process], union: Process) -> list[dict]:
+    """The needs that the union answers with another file than their
+    framework's own process does: {file, needed, process, alone, union}."""
+    in_union = {o.real: o for o in union.link_map.objects if o.resolutions}
+    out = []
+    for proc in processes:
+        if proc is union:
+            continue
+        for obj in proc.link_map.objects:
+            other = in_union.get(obj.real)
+            if other is None:
+                continue
+            for mine, theirs in zip(obj.resolutions, other.resolutions):
+                a, b = _real(mine), _real(theirs)
+                if a != b and b is not None:
+                    out.append({"file": obj.real, "needed": mine.needed, "process": proc.name, "alone": a,
+                                "union": b})
+    return out
+
+
+def _real(res) -> str | None:
+    return res.target.real if res.target is not None else res.path
 
 
 def _where(files: dict[str, list[str]]) -> str:

@@ -1,6 +1,6 @@
 """The catalogue of findings: stable rule ids, default severities, fields.
 
-docs/rules.md describes each rule; tests check the two agree.
+docs/reference/rules.md describes each rule; tests check the two agree.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class Rule(namedtuple("Rule", "id nix tree fields summary")):
     mode (`tree`; None: not checked there), the fields its findings carry and
     a one-line summary. A named tuple, as every record on the start-up path of
     `archs` is: the dataclasses module and its per-class code generation cost
-    that command about 15 of its 50 ms (docs/archs.md)."""
+    that command about 15 of its 50 ms (docs/commands/archs.md)."""
 
     __slots__ = ()
 

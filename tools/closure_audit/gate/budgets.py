@@ -1,4 +1,4 @@
-"""Closure budgets: the TOML file the gate checks (docs/gate.md), parsed and
+"""Closure budgets: the TOML file the gate checks (docs/commands/gate.md), parsed and
 validated into plain data, with the command line's overrides applied.
 
 Every key is checked, so a typo never silently drops a budget.
@@ -93,6 +93,10 @@ def parse_budgets(data: dict, source: str) -> list[Budget]:
     targets = data.get("targets")
     if not isinstance(defaults, dict) or not isinstance(targets, dict) or not targets:
         raise BudgetError(f"{source}: needs a [targets.<name>] table for each closure to gate")
+    # A closure is one target's: in [defaults] it would be silently ignored.
+    for key in ("installable", "path", "path-info"):
+        if key in defaults:
+            raise BudgetError(f"{source}: defaults.{key}: a closure to gate goes in its [targets.<name>] table")
     out = []
     for name, table in targets.items():
         if not isinstance(table, dict):

@@ -3,7 +3,7 @@ budgets are checked against that data alone.
 
 The gate fails closed: a budget it cannot check (a closure or a baseline that
 cannot be read, a growth limit without a baseline) is an error (exit 2) raised
-while reading, before anything is judged, never a pass. docs/gate.md
+while reading, before anything is judged, never a pass. docs/commands/gate.md
 documents the budgets file (gate/budgets.py reads it).
 """
 

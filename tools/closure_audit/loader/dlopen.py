@@ -1,5 +1,5 @@
 """What an object may open at run time, and which file glibc's dlopen would
-give it (docs/loader.md#what-an-object-opens).
+give it (docs/internals/loader.md#what-an-object-opens).
 
 The names come from the object's read-only data (elf/strings.py). Each
 becomes a request: the name the loader is asked for, the file names that may

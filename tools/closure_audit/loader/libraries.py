@@ -9,7 +9,7 @@ GLIBC_FAMILY = (
 )
 # The C runtime family a tree may take from the host.
 C_RUNTIME_FAMILY = GLIBC_FAMILY + ("libstdc++.so.6", "libgcc_s.so.1")
-# The machine's GPU driver: always from the host (docs/loader.md#driver-libraries
+# The machine's GPU driver: always from the host (docs/internals/loader.md#driver-libraries
 # documents each entry; a test keeps that table and this one in step).
 DRIVER_LIBRARIES = (
     "libcuda.so*", "libnvidia-*.so*", "libnvcuvid.so*", "libnvidia-ml.so*", "libcudadebugger.so*",
@@ -29,7 +29,7 @@ CUDA_TOOLKIT_LIBRARIES = (
 DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
 
 # What a library an object opens at run time (dlopen) is, by name: the first
-# class whose patterns match, else "unknown". docs/loader.md#what-an-object-opens
+# class whose patterns match, else "unknown". docs/internals/loader.md#what-an-object-opens
 # explains each class and what the audit requires of it.
 OPENED_CLASSES = (
     ("driver", DRIVER_LIBRARIES),

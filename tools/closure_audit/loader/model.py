@@ -1,6 +1,6 @@
 """A model of glibc's dynamic loader: which file each DT_NEEDED entry loads.
 
-The rules (docs/loader.md has the cases):
+The rules (docs/internals/loader.md has the cases):
 - Objects load breadth-first: every DT_NEEDED entry of the first object, then
   those of the objects it brought in, in order.
 - A name already loaded in the process, as a SONAME, the name it was requested

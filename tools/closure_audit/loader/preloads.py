@@ -1,6 +1,6 @@
 """Libraries a Python framework loads by absolute path before the extension
 modules that need them, read from the tree's own Python files with `ast`
-(nothing is imported): docs/loader.md#preloads.
+(nothing is imported): docs/internals/loader.md#preloads.
 
 - PyTorch: `_preload_cuda_deps` in torch/__init__.py, at `import torch`;
 - NVIDIA's cuda-pathfinder, for CuPy 14's triggers (`import cupy`,

@@ -1,4 +1,4 @@
-"""The processes a tree implies, as link maps: docs/loader.md#processes.
+"""The processes a tree implies, as link maps: docs/internals/loader.md#processes.
 
 One process per framework: a top-level package holding extension modules
 (torch, cupy, jax, ...), with the packages named after it (torchvision and
@@ -9,6 +9,10 @@ extension module in path order, each preceded by the preloads its trigger
 makes. Every name is resolved as glibc does, a name already loaded first
 (Loader.chain with the process's LinkMap), so a need that a module alone
 takes from the host is taken from the tree's copy a preload mapped.
+
+With two frameworks or more, one more process: their union, each imported
+after the other in UNION order (torch first, then the others by name), so a
+framework's loads can answer the needs of one imported after it.
 
 What judges read: which process loads an object, what each of its needs
 resolves to there and why (`need`, `records`).
@@ -22,7 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from ..util import under
 from .chains import Resolved
-from .model import ALREADY_LOADED, NOT_FOUND, LinkMap, LoadedObject, Loader, Resolution
+from .libraries import GLIBC_FAMILY
+from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution, matches_any
 from .preloads import Preload, Preloads, site_dirs
 
 
@@ -41,19 +46,36 @@ class Need:
     how: str  # as Resolution.how
     why: str  # in words: the search step, or who loaded the file first and when
     preload: Preload | None = None  # the framework load that mapped it, where one did
+    first: str | None = None  # in the union: the framework imported before the object's whose load mapped it
+
+
+# The union's order: torch first, as torchvision, torchaudio and most stacks
+# import it before anything else; then the other frameworks by name.
+UNION, UNION_FIRST = "union", ("torch",)
 
 
 @dataclass
 class Process:
-    name: str  # the framework: its top-level package
+    name: str  # the framework: its top-level package; UNION for the union
     packages: tuple[str, ...]
+    frameworks: tuple[str, ...] = ()  # imported in this order: (name,), or the union's
     link_map: LinkMap = field(default_factory=LinkMap)
     preloaded: dict[int, Preload] = field(default_factory=dict)  # id(root object) -> its preload
     modules: dict[int, str] = field(default_factory=dict)  # id(root object) -> module, dotted
     triggered: dict[str, list[Preload]] = field(default_factory=dict)  # module's real path -> its trigger's loads
+    imported_by: dict[int, str] = field(default_factory=dict)  # id(root object) -> the framework whose import loads it
+    # Loads that fail: the chain, the name found nowhere, how many objects were mapped when it was tried.
+    failed: list[tuple[Chain, str, int]] = field(default_factory=list)
 
     def objects_of(self, real: str) -> list[LoadedObject]:
-        return [o for o in self.link_map.objects if o.real == real]
+        """The objects of that file, a failed load's included: their other
+        needs resolve as in the process before the load fails."""
+        return [o for o in self.link_map.objects if o.real == real] + [
+            o for chain, _, _ in self.failed for o in chain.objects if o.real == real]
+
+    def framework_of(self, obj: LoadedObject) -> str:
+        """The framework whose import loads obj."""
+        return self.imported_by.get(id(self.origin(obj)[0]), self.name)
 
     def origin(self, obj: LoadedObject) -> tuple[LoadedObject, Preload | None]:
         """The first object of obj's chain, and the preload that loaded it."""
@@ -137,41 +159,75 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
     for top in sorted(tops):
         groups.setdefault(framework(top, names), []).append(top)
     out = []
-    for name, packages in groups.items():
-        proc = Process(name, tuple(packages))
-        for preload in found.preloads:
-            if preload.package in packages and preload.module is None:
-                _preload(loader, proc, preload)
-        for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
-            for preload in found.preloads:
-                if preload.package in packages and preload.module == stem:
-                    _preload(loader, proc, preload)
-                    proc.triggered.setdefault(path, []).append(preload)
-            elf = loader.candidate(path)[1]
-            if elf is not None:
-                chain = loader.chain(path, elf, link_map=proc.link_map)
-                if chain.objects:
-                    proc.modules[id(chain.root)] = dotted
+    for name, packages in sorted(groups.items()):
+        proc = Process(name, tuple(packages), (name,))
+        _import(loader, proc, name, packages, modules, found)
         out.append(proc)
+    if len(groups) > 1:
+        order = sorted(groups, key=lambda n: (UNION_FIRST.index(n) if n in UNION_FIRST else len(UNION_FIRST), n))
+        union = Process(UNION, tuple(p for n in order for p in groups[n]), tuple(order))
+        for name in order:
+            _import(loader, union, name, groups[name], modules, found)
+        out.append(union)
     return out
 
 
-def _preload(loader: Loader, proc: Process, preload: Preload) -> None:
+def _import(loader: Loader, proc: Process, name: str, packages: list[str],
+            modules: dict[str, list[tuple[str, str, str]]], found: Preloads) -> None:
+    """Import framework `name` into proc: its preloads, then each module
+    after the preloads of its trigger."""
+    for preload in found.preloads:
+        if preload.package in packages and preload.module is None:
+            _preload(loader, proc, preload, name)
+    for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
+        for preload in found.preloads:
+            if preload.package in packages and preload.module == stem:
+                _preload(loader, proc, preload, name)
+                proc.triggered.setdefault(path, []).append(preload)
+        elf = loader.candidate(path)[1]
+        if elf is not None:
+            chain = _load(loader, proc, path, elf)
+            if chain.objects:
+                proc.modules[id(chain.root)] = dotted
+                proc.imported_by[id(chain.root)] = name
+
+
+def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:
+    """dlopen(path) in the process. A load with a need found nowhere fails,
+    and glibc unmaps what it mapped: a later load finds none of it. A name of
+    glibc's family does not fail it: the interpreter has loaded its own."""
+    lm = proc.link_map
+    sizes = len(lm.objects), len(lm.by_name), len(lm.by_ident)
+    chain = loader.chain(path, elf, link_map=lm)
+    missing = next((r.needed for o in chain.objects for r in o.resolutions
+                    if r.how == NOT_FOUND and not matches_any(r.needed, GLIBC_FAMILY)), None)
+    if missing is not None:
+        del lm.objects[sizes[0]:]
+        for table, size in ((lm.by_name, sizes[1]), (lm.by_ident, sizes[2])):
+            for key in list(table)[size:]:
+                del table[key]
+        proc.failed.append((chain, missing, sizes[0]))
+    return chain
+
+
+def _preload(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
     lm = proc.link_map
     if any(n in lm.by_name for n in preload.unless):
         return  # cuda-pathfinder takes the copy already loaded
     elf = loader.candidate(preload.path)[1]
     if elf is None:
         return  # ctypes raises; the framework goes on without it
-    chain = loader.chain(preload.path, elf, link_map=lm)
+    chain = _load(loader, proc, preload.path, elf)
     if chain.objects:
         proc.preloaded[id(chain.root)] = preload
+        proc.imported_by[id(chain.root)] = name
 
 
 def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[Process, Need] | None:
     """A process in which `file`'s need (or dlopen) of `name` gets a file
     `inside` the tree that another object of the process loaded first: the
-    process and that need."""
+    process and that need. The frameworks' own processes come before the
+    union, which answers only what an earlier framework's import loads."""
     for proc in processes:
         for obj in proc.objects_of(file):
             res = next((r for r in obj.resolutions if r.needed == name), None)
@@ -188,5 +244,8 @@ def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[
                 if own is not None and own is not need.preload:
                     need = replace(need, why=f"already loaded: {own.framework} loads {own.path} by path at "
                                             f"{own.trigger} ({own.source})", preload=own)
+                first = proc.framework_of(res.target)
+                if first != proc.framework_of(obj):
+                    need = replace(need, first=first)
                 return proc, need
     return None

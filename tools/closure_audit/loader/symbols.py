@@ -1,7 +1,7 @@
 """What glibc checks after it has found the files: symbol versions
 (_dl_check_map_versions) for every resolved need, and, for objects bound at
 load time, that every undefined symbol is defined in the load scope
-(docs/loader.md).
+(docs/internals/loader.md).
 
 Both work on records, not on the model's internals: a need is a Bound
 (needing object, needed name, resolved file), whichever way the name was

@@ -20,7 +20,7 @@ def _has_error(result) -> bool:
 
 def result_type(command: str, fields: str, doc: str, failed=_has_error, defaults=()) -> type:
     """A command's Result: a named tuple of `fields` (a named tuple of
-    collections: `archs` starts without dataclasses, docs/scale.md) with
+    collections: `archs` starts without dataclasses, docs/engineering/scale.md) with
     `command` and `failed`, a property computed by `failed(result)`: by
     default, a finding of severity error."""
     base = namedtuple("Result", fields, defaults=defaults)

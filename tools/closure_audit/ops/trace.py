@@ -1,6 +1,6 @@
 """`trace`: run a command under glibc's loader debugging and say what the
 real loader did: every object each process image loaded, why, and from
-where; judged by findings/trace.py (docs/trace.md)."""
+where; judged by findings/trace.py (docs/commands/trace.md)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ Options = namedtuple("Options", "command against policy quiet")
 # and ld.so), `where`: TREE, STORE, HOST or DRIVER.
 Traced = namedtuple("Traced", "name path real how by where")
 Process = namedtuple("Process", "pid program objects")
-Result = result_type("trace", "command exit_status tree processes findings", """command: the argument
+# `argv`, not `command`: every Result's `command` names its command (ops/__init__.py).
+Result = result_type("trace", "argv exit_status tree processes findings", """argv: the argument
 vector; exit_status: the command's (128 + N for signal N), `trace`'s own when no finding is an error;
 tree: the tree the objects were judged against, or None; processes: Process records; findings: sorted.""")
 

@@ -6,9 +6,9 @@ from collections import namedtuple
 from contextlib import nullcontext
 
 from ..closure.evidence import scanner_for
-from ..closure.sizes import added_sizes
-from ..closure.why import explain, matcher
-from ..findings.forbidden import forbidden_paths
+from ..closure.sizes import added_sizes_of
+from ..closure.why import explain, matching
+from ..findings.forbidden import forbidden_matches, forbidden_paths
 from ..findings.collector import Findings
 from ..findings.rules import has_error
 from ..nix.storepath import name_part
@@ -26,26 +26,20 @@ a query that matched nothing, else a finding of severity error.""",
 
 def run(options: Options, progress=nullcontext) -> Result:
     """`progress`: a context manager giving a callback for the count of files."""
-    closure = options.closure
-    added = added_sizes(closure)
-    findings = Findings(options.policy, "nix-store")
+    closure, policy = options.closure, options.policy
+    if options.patterns:
+        # A forbidden path is labelled with the policy's pattern, the query's otherwise.
+        matches = {path: policy.forbids(name_part(path)) or (pattern, None)
+                   for path, pattern in matching(closure, list(options.patterns)).items()}
+    else:
+        matches = forbidden_matches(closure, policy)
+    added = added_sizes_of(closure, list(matches))  # only the paths explained: no dominator tree for a few
+    findings = Findings(policy, "nix-store")
     with progress() as shown:
         scanner = scanner_for(closure, shown)
-        explanations = _explain(closure, options.policy, options.patterns, findings, added, scanner,
-                                options.all_chains)
+        if options.patterns:
+            explanations = explain(closure, matches, options.all_chains, scanner)
+        else:
+            explanations = forbidden_paths(closure, policy, findings, added=added, all_chains=options.all_chains,
+                                           scanner=scanner)
     return Result(closure, explanations, findings.sorted(), added, scanner.bytes_scanned, bool(options.patterns))
-
-
-def _explain(closure, policy, patterns, findings, added, scanner, all_chains):
-    """Explain the paths PATTERNs match, or without patterns every forbidden path."""
-    if not patterns:
-        return forbidden_paths(closure, policy, findings, added=added, all_chains=all_chains, scanner=scanner)
-    tests = [(p, matcher(p, closure)) for p in patterns]
-    matches = {}
-    for path in closure.graph:
-        for pattern, test in tests:
-            if test(path):
-                # A forbidden path is labelled with the policy's pattern, the query's otherwise.
-                matches[path] = policy.forbids(name_part(path)) or (pattern, None)
-                break
-    return explain(closure, matches, all_chains, scanner)

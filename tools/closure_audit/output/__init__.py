@@ -1,4 +1,4 @@
-"""Report: JSON (the contract in docs/json.md), the terminal, Markdown and
+"""Report: JSON (the contract in docs/reference/json.md), the terminal, Markdown and
 the report page.
 
 Takes finished results, and never decides anything a gate depends on. What

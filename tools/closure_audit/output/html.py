@@ -1,4 +1,4 @@
-"""A closure as one self-contained HTML page (docs/report.md).
+"""A closure as one self-contained HTML page (docs/commands/report.md).
 
 The page holds one or more pictures, one per closure: a summary, a treemap of
 added sizes over the dominator tree, and the forbidden paths with their

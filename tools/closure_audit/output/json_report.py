@@ -1,4 +1,4 @@
-"""JSON output of every command: the contract in docs/json.md.
+"""JSON output of every command: the contract in docs/reference/json.md.
 
 Every command prints one object with the same envelope (schema, tool,
 command, target, mode, summary, findings) and its own sections.
@@ -10,6 +10,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from itertools import islice
 
 from .. import __version__, schemas
 from ..findings.rules import SEVERITIES
@@ -71,11 +72,15 @@ def write(report: dict, out) -> None:
         block = _encoder()
         out("[")
         empty = True
-        for item in value:
-            out(("\n" if empty else ",\n") + "    " + block(item).replace("\n", "\n    "))
+        while rows := list(islice(value, ROWS)):  # encoded a thousand at a time: one call, not one a row
+            # json.dumps(rows, indent=2) less its brackets, each row indented twice as deep.
+            out(("\n" if empty else ",\n") + "  " + block(rows)[2:-2].replace("\n", "\n  "))
             empty = False
         out("]" if empty else "\n  ]")
     out("\n}" if report else "}")
+
+
+ROWS = 1024  # rows of a streamed section encoded at once
 
 
 def _encoder():
@@ -106,10 +111,35 @@ def audit_json(result) -> dict:
     if tree is not None:
         sections["tree"] = tree_json(tree)
     sections["opened"] = [r.to_json() for r in report.opened]
+    sections["processes"] = [process_json(p) for p in report.processes]
     return envelope("audit", report.targets, report.mode, report.findings,
                     {"files": report.files, "elf_files": report.elf_files,
                      "entry_points": len(report.entry_points), "opened": len(report.opened),
                      "bytes_scanned": report.bytes_scanned}, **sections)
+
+
+def process_json(proc) -> dict:
+    """A process (loader.process.Process): its objects in load order, each
+    with what loaded it (`needed_by`: the index of the object whose
+    DT_NEEDED it answers), and the loads that fail (`at`: tried after the
+    first `at` objects)."""
+    index: dict[int, int] = {}
+    objects = []
+    for i, obj in enumerate(proc.link_map.objects):
+        index[id(obj)] = i
+        by = {"needed_by": index[id(obj.parent)], "name": obj.requested} if obj.parent else _loaded_by(proc, obj)
+        objects.append({"path": obj.real, "soname": obj.elf.soname or None, "loaded_by": by})
+    failed = [{"path": chain.root.real, "missing": name, "at": at, "loaded_by": _loaded_by(proc, chain.root)}
+              for chain, name, at in proc.failed]
+    return {"name": proc.name, "frameworks": list(proc.frameworks), "objects": objects, "failed": failed}
+
+
+def _loaded_by(proc, root) -> dict:
+    preload = proc.preloaded.get(id(root))
+    by = ({"preload": preload.framework, "trigger": preload.trigger} if preload is not None
+          else {"import": proc.modules.get(id(root))})
+    by["framework"] = proc.imported_by.get(id(root), proc.name)
+    return by
 
 
 def tree_json(chain: Chain) -> dict:
@@ -267,9 +297,9 @@ def _list(items):
 
 
 def trace_json(result) -> dict:
-    """`result`: ops/trace.py's Result (docs/json.md#trace)."""
+    """`result`: ops/trace.py's Result (docs/reference/json.md#trace)."""
     objects = sum(len(p.objects) for p in result.processes)
-    return envelope("trace", list(result.command), "tree", result.findings,
+    return envelope("trace", list(result.argv), "tree", result.findings,
                     {"processes": len(result.processes), "objects": objects, "exit_status": result.exit_status},
                     tree_root=result.tree, exit_status=result.exit_status,
                     processes=[{"pid": p.pid, "program": p.program,

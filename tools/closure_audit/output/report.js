@@ -1,5 +1,5 @@
 // The treemap, details, search and zoom of a closure-audit report
-// (docs/report.md). The page carries its data as JSON; this script lays out
+// (docs/commands/report.md). The page carries its data as JSON; this script lays out
 // a view lazily, largest rectangles first, and draws at most DATA.maxDrawn
 // of them: a closure of 100,000 paths stays quick, and zooming shows the rest.
 (function () {

@@ -105,7 +105,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     read = names.results()
     for path in walked.scan.elf:
         if path not in read and not os.path.isfile(path):
-            read[path] = ([], 0)  # a wheel's member: no names read (docs/loader.md)
+            read[path] = ([], 0)  # a wheel's member: no names read (docs/internals/loader.md)
     processes, unread = [], []
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)

@@ -1,0 +1,344 @@
+"""Read a `nix path-info --json` dump straight from its bytes into the
+graph's arrays, without a Python object per reference: at a million paths
+and nine million references, parsing the whole dump into dictionaries and
+strings took longer and more memory than everything a command does after.
+
+The bytes are scanned with numpy. Every string's place comes from the
+quotes (a dump this reads has no backslash, so no escaped quote); the text
+between the strings, every string cut down to `""`, is a small document
+that orjson checks for JSON's syntax; the nesting and the keys come from
+that skeleton. Store paths are interned once each (one Python string per
+path); each reference is found by its path's hash part and then compared
+with that path byte for byte, so a reference is resolved exactly as a
+dictionary lookup of its text would.
+
+`scan` answers None for anything it does not read itself: a dump that is
+not ASCII or has escapes, a value of an unexpected type, a duplicate key, a
+missing or unknown path, a size that is not a plain integer. The caller then
+parses the dump as JSON (graph.py), which gives the same graph or the same
+one-line error as ever: this is only a faster way to the same answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+QUOTE, COLON = 34, 58
+OPEN, CLOSE = b"{[", b"}]"
+SPACE = b" \t\n\r"
+BLOCK = 1 << 24  # bytes compared at once when finding the quotes
+PIECE = 1 << 20  # strings read at once where each needs several temporary arrays
+SKELETON_PIECE = 1 << 16  # gaps between strings copied at once: a few MB of indices
+MAX_DIGITS = 16  # sizes are below 2**53, which has 16 digits
+
+
+class _Bytes:
+    """The dump as a byte array, with 8-byte words at any offset."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.a = np.frombuffer(data, dtype=np.uint8)
+        self._w = np.frombuffer(data, dtype="<u8", count=len(data) // 8)  # the aligned words, not a copy
+
+    def words(self, at: np.ndarray) -> np.ndarray:
+        """The little-endian 8-byte word starting at each offset of `at`
+        (zeros past the end): two aligned words, shifted together; in pieces
+        (temporaries the allocator reuses, not fresh pages for each)."""
+        if at.size > PIECE:
+            out = np.empty(at.size, dtype=np.uint64)
+            flat = at.reshape(-1)
+            for lo in range(0, len(flat), PIECE):
+                out[lo:lo + PIECE] = self.words(flat[lo:lo + PIECE])
+            return out.reshape(at.shape)
+        last = len(self._w) - 1
+        i = at >> 3
+        shift = ((at & 7) << 3).astype(np.uint64)
+        out = (self._w[np.minimum(i, last)] >> shift) | (self._w[np.minimum(i + 1, last)] << (np.uint64(64) - shift))
+        flat, where = out.reshape(-1), at.reshape(-1)
+        for k in np.flatnonzero(where + 16 > 8 * len(self._w)).tolist():  # the last few bytes: no word after them
+            flat[k] = int.from_bytes(self.data[where[k]:where[k] + 8].ljust(8, b"\0"), "little")
+        return out
+
+    def equal(self, a: np.ndarray, b: np.ndarray, length: np.ndarray, block: int = 1 << 14) -> bool:
+        """Whether the `length[i]` bytes at a[i] and b[i] are the same, for
+        every i. Each string is read whole, as one row of bytes (b's strings
+        lie anywhere in the dump: reading them a word at a time across all
+        strings would fetch each one's memory again for every word), a block
+        of strings at a time; the bytes past each string's end are masked off."""
+        # Strings of about one width together: a block is as wide as its longest.
+        by_width = np.argsort(np.minimum(length, 1 << 14).astype(np.int16), kind="stable")  # a radix sort
+        a, b, length = a[by_width], b[by_width], length[by_width]
+        for lo in range(0, len(a), block):
+            n, x, y = length[lo:lo + block], a[lo:lo + block], b[lo:lo + block]
+            width = -(-int(n.max(initial=0)) // 8) * 8
+            end = len(self.a) - width
+            near = (x > end) | (y > end)  # too close to the end for a whole row: compared one by one
+            for i in np.flatnonzero(near).tolist():
+                if self.data[x[i]:x[i] + n[i]] != self.data[y[i]:y[i] + n[i]]:
+                    return False
+            if width == 0 or near.all():
+                continue
+            n, x, y = n[~near], x[~near], y[~near]
+            rows = np.lib.stride_tricks.as_strided(self.a, shape=(end + 1, width), strides=(1, 1))
+            left = n[:, None] - 8 * np.arange(width // 8)[None, :]  # bytes of each string in each word
+            mask = np.where(left >= 8, ~np.uint64(0),
+                            (np.uint64(1) << (8 * np.clip(left, 0, 7)).astype(np.uint64)) - np.uint64(1))
+            if ((rows[x].view("<u8") ^ rows[y].view("<u8")) & mask).any():
+                return False
+        return True
+
+    def is_text(self, at: np.ndarray, length: np.ndarray, text: bytes) -> np.ndarray:
+        """For each string (offset, length), whether it is `text`."""
+        out = length == len(text)
+        if len(text) < 8:  # one word, its bytes past the text masked off
+            pad = int.from_bytes(text, "little")
+            out[out] = (self.words(at[out]) & np.uint64((1 << (8 * len(text))) - 1)) == pad
+            return out
+        for k in range(0, len(text), 8):
+            k = min(k, len(text) - 8)
+            out[out] = self.words(at[out] + k) == int.from_bytes(text[k:k + 8], "little")
+        return out
+
+
+def _quotes(a: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Every quote's offset, and whether a control character (which JSON
+    allows in a string only escaped) is inside a string: one pass over the
+    bytes, a block at a time."""
+    found = []
+    for i in range(0, len(a), BLOCK):
+        block = a[i:i + BLOCK]
+        found.append(np.flatnonzero(block <= QUOTE) + i)
+    hits = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    chars = a[hits]
+    q = hits[chars == QUOTE]
+    ctl = hits[chars < 0x20]
+    return q, bool((np.searchsorted(q, ctl) % 2).any())
+
+
+def _skeleton(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The dump with every string's contents taken out (`"..."` -> `""`), and
+    where each string's opening quote lands in it."""
+    # Kept: from each closing quote to the next opening quote, both included.
+    starts = np.concatenate(([0], q[1::2]))
+    ends = np.concatenate((q[0::2] + 1, [len(a)]))
+    lengths = ends - starts
+    placed = np.cumsum(lengths) - lengths
+    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    step = SKELETON_PIECE
+    for lo in range(0, len(starts), step):  # in pieces: the index arrays stay small
+        s, n, p = starts[lo:lo + step], lengths[lo:lo + step], placed[lo:lo + step]
+        at = np.repeat(s - p, n) + np.arange(int(p[0]), int(p[-1] + n[-1]), dtype=np.int64)
+        out[int(p[0]):int(p[-1] + n[-1])] = a[at]
+    return out, placed[1:] - 1
+
+
+def scan(data: bytes, store: str):
+    """(paths, nar sizes, Nix's closure sizes or -1, references: how many
+    each path has and the referenced paths' indices, flattened), paths in
+    the order the dump lists them; None where the dump is not one this reads."""
+    if not data.isascii() or b"\\" in data:
+        return None
+    buf = _Bytes(data)
+    q, control = _quotes(buf.a)
+    if control or len(q) % 2 or len(q) == 0:
+        return None
+    sk, sq = _skeleton(buf.a, q)
+    import orjson
+
+    try:
+        orjson.loads(sk.tobytes())  # JSON's syntax, the strings aside
+    except ValueError:
+        return None
+    s_from, s_len = q[0::2] + 1, q[1::2] - q[0::2] - 1
+    del q  # a fifth of the dump's size in offsets, not needed again
+    return _read(buf, sk, sq, s_from, s_len, store)
+
+
+# Byte classes of the skeleton.
+_SPACE, _OPEN, _CLOSE, _SCALAR = 1, 2, 4, 8
+_CLASS = np.zeros(256, dtype=np.uint8)
+_CLASS[list(SPACE)] = _SPACE
+_CLASS[list(OPEN)] = _OPEN
+_CLASS[list(CLOSE)] = _CLOSE
+_CLASS[list(b"-0123456789.eEtrufalsn")] = _SCALAR  # numbers, true, false, null
+
+
+def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len: np.ndarray, store: str):
+    """The entries, from the skeleton `sk` (a valid JSON text) where string i
+    opens at sq[i] and holds the s_len[i] bytes at s_from[i] of the dump."""
+    cls = _CLASS[sk]
+    brackets = np.flatnonzero(cls & (_OPEN | _CLOSE))
+    opened = np.cumsum(np.where(cls[brackets] & _OPEN, 1, -1), dtype=np.int32)  # containers open after each
+
+    def around(at):
+        """Containers around each offset of `at` (a bracket's own not counted)."""
+        out = np.empty(len(at), dtype=np.int32)
+        for lo in range(0, len(at), PIECE):  # in pieces, as _Bytes.words reads
+            k = np.searchsorted(brackets, at[lo:lo + PIECE]) - 1
+            out[lo:lo + PIECE] = np.where(k >= 0, opened[np.maximum(k, 0)], 0)
+        return out
+    if (cls & _SPACE).any():  # spaces between tokens: the next byte that is not one
+        solid = np.flatnonzero(~(cls & _SPACE).astype(bool))
+
+        def skip(at):
+            return solid[np.searchsorted(solid, at)]
+    else:  # Nix's own output
+
+        def skip(at):
+            return at
+    top = skip(np.zeros(1, dtype=np.int64))[0]
+    if sk[top] not in OPEN:
+        return None
+    listed = sk[top] == OPEN[1]
+    after = skip(sq + 2)  # the first byte after each string, spaces aside
+    key = sk[after] == COLON
+    value = np.full(len(sq), len(sk) - 1)
+    value[key] = skip(after[key] + 1)  # where a key's value starts
+    del after
+    depth = around(sq)
+
+    if listed:
+        elements = np.flatnonzero(cls & (_OPEN | _SCALAR))
+        elements = elements[around(elements) == 1]
+        if (depth == 1).any() or not (sk[elements] == OPEN[0]).all():  # every element an object
+            return None
+        entry_at = elements
+    else:
+        top = np.flatnonzero((depth == 1) & key)
+        entry_at = value[top]
+        if not (sk[entry_at] == OPEN[0]).all():  # every value an object
+            return None
+    n = len(entry_at)
+    if n == 0:
+        return None
+    fields = np.flatnonzero((depth == 2) & key)
+    owner = np.searchsorted(entry_at, sq[fields], side="right") - 1
+    named = {}
+    field_from, field_len = s_from[fields], s_len[fields]
+    for name in (b"references", b"narSize", b"closureSize", b"storeDir", b"valid", b"path"):
+        hit = buf.is_text(field_from, field_len, name)
+        if (np.bincount(owner[hit], minlength=n) > 1).any():  # a key twice: JSON readers keep the last
+            return None
+        named[name] = (owner[hit], value[fields[hit]])
+    del fields, owner, field_from, field_len, value, depth, key  # each as long as the strings: freed for what follows
+
+    def string_value(name: bytes):
+        who, at = named[name]
+        if not (sk[at] == QUOTE).all():
+            return None
+        return who, np.searchsorted(sq, at)
+
+    if listed:
+        path = string_value(b"path")
+        if path is None or len(path[0]) != n or not (sk[named[b"valid"][1]] != ord("f")).all():
+            return None
+        path = path[1][np.argsort(path[0])]
+    else:
+        path = top
+    nar = _integers(sk, *named[b"narSize"], n, -2)
+    closure = _integers(sk, *named[b"closureSize"], n, -1)
+    store_dirs = string_value(b"storeDir")
+    if nar is None or closure is None or store_dirs is None or (nar < 0).any():
+        return None
+
+    # References: arrays of strings alone.
+    who, at = named[b"references"]
+    if not (sk[at] == OPEN[1]).all():
+        return None
+    closing = brackets[sk[brackets] == CLOSE[1]]
+    end = closing[np.searchsorted(closing, at)]
+    inner = np.flatnonzero(cls & (_OPEN | _SCALAR))
+    if (inner[np.minimum(np.searchsorted(inner, at + 1), len(inner) - 1)] < end).any():
+        return None
+    lo, hi = np.searchsorted(sq, at), np.searchsorted(sq, end)
+    counts = np.zeros(n, dtype=np.int64)
+    counts[who] = hi - lo
+    # The arrays are disjoint and in the entries' order: their strings, in order.
+    inside = np.zeros(len(sq) + 1, dtype=np.int8)
+    inside[lo] += 1
+    inside[hi] -= 1
+    refs = np.flatnonzero(np.cumsum(inside[:-1], dtype=np.int8))
+    flat = _resolve(buf, s_from, s_len, path, refs, store_dirs, store)
+    if flat is None:
+        return None
+    absolute = buf.data[s_from[path[0]]] == ord("/")
+    prefix = "" if absolute else store + "/"
+    text = buf.data
+    paths = [prefix + text[f:f + k].decode() for f, k in zip(s_from[path].tolist(), s_len[path].tolist())]
+    return paths, nar, closure, counts, flat
+
+
+def _integers(sk: np.ndarray, who: np.ndarray, at: np.ndarray, n: int, missing: int):
+    """The whole numbers at `at` of the skeleton (entry `who[i]`'s), as an
+    array over the entries (`missing` where an entry has none); None where
+    one is not a plain integer below 2**53."""
+    out = np.full(n, missing, dtype=np.int64)
+    if not len(at):
+        return out
+    chars = sk[np.minimum(at[:, None] + np.arange(MAX_DIGITS + 1), len(sk) - 1)].astype(np.int64) - 48
+    digit = (chars >= 0) & (chars <= 9)
+    length = np.argmin(digit, axis=1)  # the first byte that is not a digit
+    stop = sk[np.minimum(at + length, len(sk) - 1)]
+    if not (length >= 1).all() or digit.all(axis=1).any() or (_CLASS[stop] & _SCALAR).any():
+        return None  # not a number, more digits than 2**53 has, or a fraction or exponent
+    value = np.zeros(len(at), dtype=np.int64)
+    for k in range(MAX_DIGITS):
+        live = length > k
+        value[live] = value[live] * 10 + chars[live, k]
+    if (value >= 1 << 53).any():
+        return None
+    out[who] = value
+    return out
+
+
+def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
+    """The entry each reference names, by the 32 characters of its hash part
+    and then byte for byte; None where one is not found exactly."""
+    key_from, key_len = s_from[path], s_len[path]
+    ref_from, ref_len = s_from[refs], s_len[refs]
+    a = buf.a
+    absolute = a[key_from] == ord("/")
+    if absolute.any() and not absolute.all():
+        return None
+    if absolute.all():
+        first = bytes(a[key_from[0]:key_from[0] + key_len[0]])
+        skip = first.rfind(b"/") + 1
+        if skip < 8:
+            return None
+        # Every path under one store: a reference, compared whole with a path below, is too.
+        if not buf.equal(key_from, np.full(len(key_from), key_from[0]), np.full(len(key_from), skip)):
+            return None
+    else:
+        skip = 0
+        who, at = store_dirs
+        if len(who) and not buf.is_text(s_from[at], s_len[at], store.encode()).all():
+            return None
+    if (key_len < skip + 32).any() or (ref_len < skip + 32).any():
+        return None
+
+    def fingerprint(f):  # the hash part's 32 characters in one word: distinct among the paths, or refused
+        out = np.empty(len(f), dtype=np.uint64)
+        for lo in range(0, len(f), PIECE):  # in pieces, as words() reads
+            at = f[lo:lo + PIECE] + skip
+            h = np.zeros(len(at), dtype=np.uint64)
+            for k, mult in enumerate((0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                                      0x27D4EB2F165667C5)):
+                h = (h ^ buf.words(at + 8 * k)) * np.uint64(mult)
+            out[lo:lo + PIECE] = h
+        return out
+
+    keys = fingerprint(key_from)
+    by_key = np.argsort(keys)
+    sorted_keys = keys[by_key]
+    if (sorted_keys[1:] == sorted_keys[:-1]).any():
+        return None
+    wanted = fingerprint(ref_from)
+    asked = np.argsort(wanted)  # searched in order, each search starts where the last ended
+    place = np.empty(len(wanted), dtype=np.int64)
+    place[asked] = np.minimum(np.searchsorted(sorted_keys, wanted[asked]), len(keys) - 1)
+    if not (sorted_keys[place] == wanted).all():
+        return None
+    target = by_key[place]
+    if not (key_len[target] == ref_len).all() or not buf.equal(ref_from, key_from[target], ref_len):
+        return None
+    return target
