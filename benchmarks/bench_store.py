@@ -9,7 +9,7 @@ loopback with the test suite's HTTP server adding LATENCY to every request
 (default 20 ms), then times whole processes, each with an empty local
 narinfo cache:
 
-  closure-audit gate --target bench=ROOT --store URL   32 requests in flight
+  closure-audit gate --target bench=ROOT --store URL   64 requests in flight
     the same with --trusted-public-keys KEY             and every signature checked
   closure-audit size ROOT --store URL                   also every path's closure size
   closure-audit gate ... --http-connections 1           one request at a time

@@ -23,6 +23,14 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+class _Server(ThreadingHTTPServer):
+    # Read by listen() in the constructor: set on the instance afterwards, the
+    # backlog stays socketserver's 5, and a client opening its pool of
+    # connections at once sees SYNs dropped and retried a second later.
+    request_queue_size = 256
+    daemon_threads = True
+
+
 class CacheServer:
     def __init__(self, root: str, prefix: str = "", tls=None):
         self.root = root
@@ -61,13 +69,11 @@ class CacheServer:
                 self.head_only = True
                 server._serve(self)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.scheme = "http"
         if tls is not None:  # an ssl.SSLContext: serve https
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
             self.scheme = "https"
-        self.httpd.daemon_threads = True
-        self.httpd.request_queue_size = 256
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property

@@ -62,7 +62,10 @@ class BinaryCache:
             cache_dir or default_cache_dir(), "narinfo", hashlib.sha256(self.url.encode()).hexdigest()[:20])
         self._info: CacheInfo | None = None
         self.known: dict[str, NarInfo] = {}  # checked in this run
-        self._dir_made = False
+        # A local cache that is not there yet holds nothing: no narinfo is looked for in it (a cold run
+        # would otherwise fail to open one file per narinfo).
+        self._dir_made = self.local_dir is not None and os.path.isdir(self.local_dir)
+        self._had_dir = self._dir_made
 
     # -- nix-cache-info ------------------------------------------------------------
 
@@ -145,7 +148,7 @@ class BinaryCache:
             self.refresh = refresh
 
     def _cached(self, key: str) -> str | None:
-        if self.local_dir is None:
+        if not self._had_dir:
             return None
         try:
             with open(os.path.join(self.local_dir, f"{key}.narinfo"), encoding="utf-8") as f:
