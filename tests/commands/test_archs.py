@@ -646,7 +646,8 @@ def test_pointed_at_is_every_rela_addend_and_symbol_value(pointed, in_ldata):
     from elftools.elf.relocation import RelocationSection
     from elftools.elf.sections import SymbolTableSection
 
-    from closure_audit.elf.reader import parse_sections, pointed_at
+    from closure_audit.elf.pointers import pointed_at
+    from closure_audit.elf.reader import parse_sections
 
     for path in (pointed, in_ldata):
         data = path.read_bytes()

@@ -103,3 +103,13 @@ def test_each_form_of_import_names_its_module():
     }
     for source, expected in forms.items():
         assert imported(ast.parse(source).body[0], ["elf"]) == expected, source
+
+
+def test_no_module_outgrows_one_job():
+    """A module over 500 lines (cli.py: 150, the registry and dispatch alone)
+    is doing more than one job: split it before it lands."""
+    limits = {ROOT / "tools/closure_audit/cli.py": 150}
+    too_long = [f"{p.relative_to(ROOT)}: {n} lines (at most {limits.get(p, 500)})"
+                for p in sorted((ROOT / "tools").rglob("*.py"))
+                if (n := len(p.read_text().splitlines())) > limits.get(p, 500)]
+    assert not too_long, "\n".join(too_long)

@@ -33,7 +33,8 @@ from bisect import bisect_left
 from collections import namedtuple
 from collections.abc import Callable
 
-from .reader import InvalidElf, cubin_kernels, parse_sections, pointed_at
+from .pointers import pointed_at
+from .reader import InvalidElf, cubin_kernels, parse_sections
 from ..cuda.code import Code
 from .search import literal, search_files
 
