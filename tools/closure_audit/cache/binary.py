@@ -3,7 +3,7 @@
 The cache's `nix-cache-info` says which store it holds; each path's
 `<hash part>.narinfo` gives its NAR size, NAR hash and references. The
 closure is walked breadth-first with up to `workers` narinfo requests in
-flight over one pool of connections (transport.py). Every narinfo is checked
+flight, all driven from one thread (flight.py, transport.py). Every narinfo is checked
 before it is used: it parses strictly, describes the path that was asked for,
 and, where trusted keys are given, carries a valid signature by one of them.
 Anything else stops the walk with a one-line ClosureError naming the path:
@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from . import HTTP_CONNECTIONS
@@ -55,7 +53,6 @@ class BinaryCache:
             raise ClosureError(f"--store {url}: {exc}") from None
         self.url = self.transport.url
         self.trusted_keys = trusted_keys
-        self.workers = max(1, workers)
         self.refresh = refresh
         # A local cache of a local directory would only copy it.
         self.local_dir = None if self.transport.local else os.path.join(
@@ -101,51 +98,74 @@ class BinaryCache:
         references it, for the message when it is missing. With `missing_ok`,
         None when the cache has no narinfo for it (any other failure still
         raises: a cache that cannot be read never answers "missing")."""
+        info = self._at_hand(path)
+        if info is not None:
+            return info
+        try:
+            return self._fetched(path, self.transport.get(f"{hash_part(path)}.narinfo"))
+        except (NotFound, FetchError) as exc:
+            return self._not_fetched(path, referrer, missing_ok, exc)
+
+    async def anarinfo(self, path: str, referrer: str | None = None, missing_ok: bool = False) -> NarInfo | None:
+        """narinfo() on the running event loop (flight.py)."""
+        info = self._at_hand(path)
+        if info is not None:
+            return info
+        try:
+            return self._fetched(path, await self.transport.aget(f"{hash_part(path)}.narinfo"))
+        except (NotFound, FetchError) as exc:
+            return self._not_fetched(path, referrer, missing_ok, exc)
+
+    def _at_hand(self, path: str) -> NarInfo | None:
+        """The narinfo checked in this run, or a good copy in the local cache.
+        A damaged copy, or one of another path, is fetched again."""
         known = self.known.get(path)
         if known is not None:
             return known
         store = self.info(path).store_dir
-        key = hash_part(path)
-        text = None if self.refresh else self._cached(key)
-        fresh = text is None
-        if fresh:
-            try:
-                text = self.transport.get(f"{key}.narinfo").decode("utf-8")
-            except NotFound:
-                if missing_ok:
-                    return None
-                by = f" (referenced by {referrer})" if referrer else ""
-                raise ClosureError(f"{path}{by}: the binary cache {self.url} has no narinfo for it") from None
-            except FetchError as exc:
-                raise ClosureError(f"{path}: cannot read its narinfo: {exc}") from None
-            except UnicodeDecodeError:
-                raise ClosureError(f"{path}: its narinfo in {self.url} is garbled (not UTF-8)") from None
+        text = None if self.refresh else self._cached(hash_part(path))
+        if text is None:
+            return None
         try:
             info = parse_narinfo(text, store)
+        except NarInfoError:
+            return None
+        if info.store_path != path:
+            return None
+        return self._trusted(path, info)
+
+    def _fetched(self, path: str, data: bytes) -> NarInfo:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ClosureError(f"{path}: its narinfo in {self.url} is garbled (not UTF-8)") from None
+        try:
+            info = parse_narinfo(text, self.info(path).store_dir)
         except NarInfoError as exc:
-            if not fresh:  # a damaged copy in the local cache: fetch it again
-                return self._refetch(path, referrer, missing_ok)
             raise ClosureError(f"{path}: its narinfo in {self.url} is damaged: {exc}") from None
         if info.store_path != path:
-            if not fresh:
-                return self._refetch(path, referrer, missing_ok)
             raise ClosureError(f"{path}: the binary cache {self.url} answers with the narinfo of "
                                f"{info.store_path} instead")
+        self._trusted(path, info)
+        self._keep(hash_part(path), text)
+        return info
+
+    def _not_fetched(self, path: str, referrer: str | None, missing_ok: bool, exc: Exception) -> None:
+        if isinstance(exc, FetchError):
+            raise ClosureError(f"{path}: cannot read its narinfo: {exc}") from None
+        if missing_ok:
+            return None
+        by = f" (referenced by {referrer})" if referrer else ""
+        raise ClosureError(f"{path}{by}: the binary cache {self.url} has no narinfo for it") from None
+
+    def _trusted(self, path: str, info: NarInfo) -> NarInfo:
+        """`info`, once its signature is checked where keys are given; kept for the run."""
         if self.trusted_keys is not None:
             why = check_signature(info, self.trusted_keys)
             if why is not None:
                 raise ClosureError(f"{path}: its narinfo in {self.url} is not trusted: {why}")
-        if fresh:
-            self._keep(key, text)
         self.known[path] = info
         return info
-
-    def _refetch(self, path: str, referrer: str | None, missing_ok: bool) -> NarInfo | None:
-        refresh, self.refresh = self.refresh, True
-        try:
-            return self.narinfo(path, referrer, missing_ok)
-        finally:
-            self.refresh = refresh
 
     def _cached(self, key: str) -> str | None:
         if not self._had_dir:
@@ -193,36 +213,31 @@ class BinaryCache:
         return f"{head}/{base}"
 
     def narinfos(self, roots: list[str]) -> dict[str, NarInfo]:
-        """The narinfo of every path in the closure of `roots`, `workers`
-        requests at a time. The first failure cancels what is queued."""
-        roots = [self.check_target(r) for r in roots]
-        found: dict[str, NarInfo] = {}
-        done: queue.SimpleQueue = queue.SimpleQueue()
-        seen = set(roots)
-        pool = ThreadPoolExecutor(self.workers, thread_name_prefix="narinfo")
-        in_flight = 0
-        try:
-            def submit(path: str, referrer: str | None) -> None:
-                nonlocal in_flight
-                fut = pool.submit(self.narinfo, path, referrer)
-                fut.add_done_callback(lambda f, p=path: done.put((p, f)))
-                in_flight += 1
+        """The narinfo of every path in the closure of `roots`, up to
+        `workers` requests in flight. The first failure ends the walk."""
+        from .flight import drive
 
+        roots = [self.check_target(r) for r in roots]
+        return drive(self._walk(roots), [self.transport])
+
+    async def _walk(self, roots: list[str]) -> dict[str, NarInfo]:
+        from .flight import InFlight
+
+        found: dict[str, NarInfo] = {}
+        seen = set(roots)
+        flight = InFlight()
+        try:
             for r in roots:
-                submit(r, None)
-            while in_flight:
-                path, fut = done.get()
-                in_flight -= 1
-                if fut.exception() is not None:
-                    self.transport.cancel()  # what is in flight need not be retried: the walk has failed
-                info = fut.result()
+                flight.start(r, self.anarinfo(r))
+            while flight:
+                path, info = await flight.next()
                 found[path] = info
                 for ref in info.references:
                     if ref not in seen:
                         seen.add(ref)
-                        submit(ref, path)
+                        flight.start(ref, self.anarinfo(ref, path))
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            await flight.close()
         return found
 
     def closure(self, roots: list[str]):

@@ -11,7 +11,7 @@ Nix's own rule (`queryMissing`, what `nix-build --dry-run` prints):
 
 Substituters are asked in priority order (nix-cache-info's Priority, lower
 first, then as given); the first that has a path gives it. Lookups run
-concurrently on a pool as the walk reaches them, so a path below a fetched
+concurrently on one event loop as the walk reaches them (cache/flight.py), so a path below a fetched
 one is never asked about, as with Nix. A cache that cannot be read stops the
 walk (ClosureError): it is never taken as "missing".
 
@@ -23,7 +23,6 @@ built inputs.
 from __future__ import annotations
 
 import os
-import queue
 import subprocess
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ClosureError
 from .derivation import Derivation
+from ..cache.flight import InFlight, drive
 from ..cache.narinfo import NarInfo
 
 
@@ -73,16 +73,16 @@ class Substituters:
         order = {id(c): c.info("its nix-cache-info").priority for c in caches}
         self.caches = sorted(caches, key=lambda c: 50 if order[id(c)] is None else order[id(c)])
 
-    def lookup(self, path: str) -> tuple[NarInfo, str] | None:
+    async def lookup(self, path: str) -> tuple[NarInfo, str] | None:
         for cache in self.caches:
-            info = cache.narinfo(path, missing_ok=True)
+            info = await cache.anarinfo(path, missing_ok=True)
             if info is not None:
                 return info, cache.url
         return None
 
-    def cancel(self) -> None:
-        for cache in self.caches:
-            cache.transport.cancel()
+    def drive(self, walk):
+        """Run the coroutine `walk`, which looks paths up, to its end."""
+        return drive(walk, [cache.transport for cache in self.caches])
 
     def close(self) -> None:
         for cache in self.caches:
@@ -108,20 +108,31 @@ def invalid_paths(paths: list[str]) -> set[str]:
     return invalid
 
 
-def cached(drvs: list[Derivation], substituters: Substituters, workers: int = 32) -> dict[str, bool]:
+def cached(drvs: list[Derivation], substituters: Substituters) -> dict[str, bool]:
     """For each derivation, whether all its outputs are valid here or in a
     substituter; the lookups run concurrently."""
     paths = [p for d in drvs for p in d.outputs.values() if p]
     invalid = sorted(invalid_paths(paths))
-    with ThreadPoolExecutor(max(1, min(workers, len(invalid) or 1)), thread_name_prefix="cached") as pool:
-        found = dict(zip(invalid, pool.map(substituters.lookup, invalid)))
+
+    async def look_up_all():
+        answers, flight = {}, InFlight()
+        try:
+            for p in invalid:
+                flight.start(p, substituters.lookup(p))
+            while flight:
+                path, answer = await flight.next()
+                answers[path] = answer
+        finally:
+            await flight.close()
+        return answers
+
+    found = substituters.drive(look_up_all()) if invalid else {}
     return {d.path: all(p and found.get(p, True) is not None for p in d.outputs.values()) for d in drvs}
 
 
-def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Substituters,
-              workers: int = 32) -> Plan:
+def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Substituters) -> Plan:
     """The plan for all outputs of `targets` (paths in `graph`)."""
-    walk = _Walk(graph, substituters, workers)
+    walk = _Walk(graph, substituters)
     walk.run([("built", t, tuple(graph[t].outputs)) for t in targets])
 
     def by_name(drvs):
@@ -134,10 +145,10 @@ def make_plan(graph: dict[str, Derivation], targets: list[str], substituters: Su
 class _Walk:
     """Nix's walk over work items: ("built", drv, outputs wanted) and
     ("opaque", store path). An item whose lookups are not answered yet waits
-    for them and runs again; lookups run on a pool, answers come back on a
-    queue to this one thread, which alone touches the walk's state."""
+    for them and runs again; lookups run on the event loop, answers come
+    back one at a time to the walk, which alone touches its state."""
 
-    def __init__(self, graph: dict[str, Derivation], substituters: Substituters, workers: int):
+    def __init__(self, graph: dict[str, Derivation], substituters: Substituters):
         self.graph = graph
         self.substituters = substituters
         self.deriver = {o: d for d in graph.values() for o in d.outputs.values() if o}
@@ -148,29 +159,25 @@ class _Walk:
         self.waiting: dict[str, list[tuple]] = {}  # path asked about -> items to run again once answered
         self.done: set = set()
         self.work: deque = deque()
-        self.finished: queue.SimpleQueue = queue.SimpleQueue()
-        self.in_flight = 0
-        self.workers = max(1, workers)
 
     def run(self, items: list[tuple]) -> None:
         self.work.extend(items)
-        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="plan")
+        self.substituters.drive(self._run())
+
+    async def _run(self) -> None:
+        self.flight = InFlight()
         try:
-            while self.work or self.in_flight:
+            while self.work or self.flight:
                 while self.work:
                     item = self.work.popleft()
                     if item not in self.done:
                         (self.opaque if item[0] == "opaque" else self.built)(item)
-                if self.in_flight:
-                    path, future = self.finished.get()
-                    self.in_flight -= 1
-                    self.answers[path] = future.result()
+                if self.flight:
+                    path, answer = await self.flight.next()
+                    self.answers[path] = answer
                     self.work.extend(self.waiting.pop(path))
-        except BaseException:
-            self.substituters.cancel()  # what is in flight need not be retried: the walk has failed
-            raise
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            await self.flight.close()  # after a failure, what is in flight is not waited for
 
     def valid(self, path: str) -> bool:
         """Outputs as Nix's database says; other paths (what fetched paths
@@ -185,9 +192,7 @@ class _Walk:
             return
         if path not in self.waiting:
             self.waiting[path] = []
-            future = self.pool.submit(self.substituters.lookup, path)
-            future.add_done_callback(lambda f, p=path: self.finished.put((p, f)))
-            self.in_flight += 1
+            self.flight.start(path, self.substituters.lookup(path))
         if item is not None:
             self.waiting[path].append(item)
 
@@ -261,7 +266,7 @@ def open_substituters(urls: list[str] | None, keys: str | None, refresh: bool, w
     return Substituters([BinaryCache(u, trusted, workers=workers, refresh=refresh) for u in urls])
 
 
-def why_build(targets: list[str], like: str | None, substituters: Substituters, workers: int = 32):
+def why_build(targets: list[str], like: str | None, substituters: Substituters):
     """The plan for the targets' .drv paths, the names of what it builds,
     and its root causes explained against the graph of `like` (a .drv path,
     or None). The reference graph is read while the walk waits on the
@@ -272,8 +277,8 @@ def why_build(targets: list[str], like: str | None, substituters: Substituters, 
     with ThreadPoolExecutor(1, thread_name_prefix="reference") as reader:
         reference = None if like is None else reader.submit(read_graph, [like])
         graph = read_graph(targets)
-        plan = make_plan(graph, targets, substituters, workers)
+        plan = make_plan(graph, targets, substituters)
         roots = [graph[d] for d in plan.root_causes]
         paired = likes(roots, None if reference is None else reference.result())
-    causes = explain(roots, paired, cached([d for d in paired.values() if d], substituters, workers))
+    causes = explain(roots, paired, cached([d for d in paired.values() if d], substituters))
     return plan, {d: graph[d].name for d in plan.build}, causes

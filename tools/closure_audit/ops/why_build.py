@@ -23,7 +23,7 @@ def run(options: Options) -> Result:
     targets, like = list(dict.fromkeys(options.targets)), options.like
     substituters = open_substituters(options.stores, options.keys, options.refresh, options.workers)
     try:
-        plan, names, causes = why_build(targets, like, substituters, options.workers)
+        plan, names, causes = why_build(targets, like, substituters)
     finally:
         substituters.close()
     return Result(options.given, targets, plan, names, causes)
