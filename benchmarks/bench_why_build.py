@@ -95,12 +95,16 @@ def main() -> int:
     ap.add_argument("--large", type=int, default=10_000)
     ap.add_argument("--latency", type=float, default=0.020)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--http-connections", type=int, help="passed to why-build (default: its own default)")
     args = ap.parse_args()
 
     tag = "bench" + uuid.uuid4().hex[:8]
     tmp = Path(tempfile.mkdtemp(prefix="bench-why-build-"))
     made: list[str] = []
     tool = closure_audit_command()
+    why_build = [*tool, "why-build"]
+    if args.http_connections is not None:
+        why_build += ["--http-connections", str(args.http_connections)]
     try:
         small, large = tmp / "small.nix", tmp / "large.nix"
         small.write_text(graph_expr(args.paths, tag))
@@ -121,12 +125,12 @@ def main() -> int:
         with CacheServer(str(tmp / "cache")) as server:
             server.latency = args.latency
             url = server.url
-            ours = timed("closure-audit why-build", [*tool, "why-build", target, "--store", url,
+            ours = timed("closure-audit why-build", [*why_build, target, "--store", url,
                                                      "--trusted-public-keys", key, "--like", ref, "--json"],
                          args.runs, tmp / "xdg")
             nix = timed("nix-build --dry-run", ["nix-build", target, "--dry-run", "--option", "substituters", url,
                                                 "--option", "trusted-public-keys", key], args.runs, tmp / "xdg")
-            big = timed(f"why-build, {args.large} derivations", [*tool, "why-build", large_target, "--store", url,
+            big = timed(f"why-build, {args.large} derivations", [*why_build, large_target, "--store", url,
                                                                  "--trusted-public-keys", key, "--json"],
                         1, tmp / "xdg")
             big_nix = timed(f"nix-build --dry-run, {args.large}", [

@@ -9,4 +9,4 @@ What it may import: the README's architecture table.
 # command line can read it without importing the HTTP client. A narinfo walk
 # is bound by requests in flight times the round trip: 64 measured a third
 # faster than 32 on a cache 20 ms away, 128 no faster (docs/speed.md).
-HTTP_CONNECTIONS = 64
+HTTP_CONNECTIONS = 128
