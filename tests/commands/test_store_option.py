@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cacheserver import CacheServer
+from cacheserver import CacheServer, self_signed
 from conftest import cli_json, fails_closed, run_cli
 from nixstore import NIX_FLAGS, needs_nix, nix_build, path_info
 from closures import FIXTURE, NEWER
@@ -372,31 +372,7 @@ def test_needed_and_interpreter_evidence(tmp_path):
 def test_https_with_a_certificate_the_client_trusts_or_not(store, caches, tmp_path):
     """A real TLS server with a certificate made here: trusted through
     SSL_CERT_FILE it serves the closure; untrusted it fails closed."""
-    import datetime
-    import ipaddress
-    import ssl
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fixture cache")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                         serialization.PrivateFormat.PKCS8,
-                                                         serialization.NoEncryption()))
-    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    tls = self_signed(tmp_path)
     with CacheServer(str(caches["xz"]), tls=tls) as server:
         assert server.url.startswith("https://")
         _, local = cli_json("size", store["torch"], "--all")
