@@ -26,6 +26,7 @@ import os
 import subprocess
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ..errors import ClosureError
@@ -82,7 +83,10 @@ class Substituters:
 
     def drive(self, walk):
         """Run the coroutine `walk`, which looks paths up, to its end."""
-        return drive(walk, [cache.transport for cache in self.caches])
+        with ExitStack() as writes:
+            for cache in self.caches:
+                writes.enter_context(cache.writing_behind())
+            return drive(walk, [cache.transport for cache in self.caches])
 
     def close(self) -> None:
         for cache in self.caches:
