@@ -121,13 +121,10 @@ def fetch_all(url: str, paths: list[str], **kw) -> dict[str, bytes | Exception]:
     transport = Transport(url, **kw)
 
     async def walk():
-        flight, out = InFlight(), {}
-        for p in paths:
-            flight.start(p, _outcome(transport.aget(p)))
-        while flight:
-            path, answer = await flight.next()
-            out[path] = answer
-        return out
+        async with InFlight() as flight:
+            for p in paths:
+                flight.start(p, _outcome(transport.aget(p)))
+            return {path: answer async for path, answer in flight}
     return drive(walk(), [transport])
 
 

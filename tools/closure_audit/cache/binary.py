@@ -248,19 +248,15 @@ class BinaryCache:
 
         found: dict[str, NarInfo] = {}
         seen = set(roots)
-        flight = InFlight()
-        try:
+        async with InFlight() as flight:
             for r in roots:
                 flight.start(r, self.anarinfo(r))
-            while flight:
-                path, info = await flight.next()
+            async for path, info in flight:
                 found[path] = info
                 for ref in info.references:
                     if ref not in seen:
                         seen.add(ref)
                         flight.start(ref, self.anarinfo(ref, path))
-        finally:
-            await flight.close()
         return found
 
     def closure(self, roots: list[str]):

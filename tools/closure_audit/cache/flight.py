@@ -22,7 +22,8 @@ def drive(walk, transports) -> object:
 
 
 class InFlight:
-    """Lookups started by key; `next` gives the answers as they come."""
+    """Lookups started by key; `next`, or iterating, gives the answers as
+    they come. Used as `async with`, it is closed on the way out."""
 
     def __init__(self):
         self._answers: asyncio.Queue = asyncio.Queue()
@@ -42,6 +43,20 @@ class InFlight:
         key, task = await self._answers.get()
         self._tasks.discard(task)
         return key, task.result()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if not self._tasks:
+            raise StopAsyncIteration
+        return await self.next()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
 
     async def close(self) -> None:
         """Cancel what is still running (the walk has failed or is done) and

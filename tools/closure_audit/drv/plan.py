@@ -119,16 +119,10 @@ def cached(drvs: list[Derivation], substituters: Substituters) -> dict[str, bool
     invalid = sorted(invalid_paths(paths))
 
     async def look_up_all():
-        answers, flight = {}, InFlight()
-        try:
+        async with InFlight() as flight:
             for p in invalid:
                 flight.start(p, substituters.lookup(p))
-            while flight:
-                path, answer = await flight.next()
-                answers[path] = answer
-        finally:
-            await flight.close()
-        return answers
+            return {path: answer async for path, answer in flight}
 
     found = substituters.drive(look_up_all()) if invalid else {}
     return {d.path: all(p and found.get(p, True) is not None for p in d.outputs.values()) for d in drvs}
@@ -169,8 +163,7 @@ class _Walk:
         self.substituters.drive(self._run())
 
     async def _run(self) -> None:
-        self.flight = InFlight()
-        try:
+        async with InFlight() as self.flight:  # after a failure, what is in flight is not waited for
             while self.work or self.flight:
                 while self.work:
                     item = self.work.popleft()
@@ -180,8 +173,6 @@ class _Walk:
                     path, answer = await self.flight.next()
                     self.answers[path] = answer
                     self.work.extend(self.waiting.pop(path))
-        finally:
-            await self.flight.close()  # after a failure, what is in flight is not waited for
 
     def valid(self, path: str) -> bool:
         """Outputs as Nix's database says; other paths (what fetched paths
