@@ -12,7 +12,6 @@ import gc
 import http.client
 import socket
 import threading
-import time
 
 import pytest
 
@@ -49,7 +48,9 @@ class ScriptedServer:
         self.connections = 0
         self.open_now = self.most_open = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
 
     @property
     def url(self) -> str:
@@ -63,7 +64,8 @@ class ScriptedServer:
                 return
             with self.lock:
                 self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+                self.threads.append(threading.Thread(target=self._serve, args=(conn,), daemon=True))
+                self.threads[-1].start()
 
     def _serve(self, conn):
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -90,7 +92,8 @@ class ScriptedServer:
                         if step == "close":
                             return
                         if isinstance(step, float):
-                            time.sleep(step)
+                            if self.stopping.wait(step):
+                                return
                         else:
                             conn.sendall(step)
                 except OSError:
@@ -100,7 +103,12 @@ class ScriptedServer:
                         self.open_now -= 1
 
     def close(self):
+        """Stop, leaving no thread behind (the suite counts them)."""
+        self.stopping.set()
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread, which close() alone would not
         self.sock.close()
+        for t in self.threads:
+            t.join()
 
 
 @pytest.fixture
