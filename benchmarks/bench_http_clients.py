@@ -3,8 +3,11 @@
 N small files from the test suite's server adding LATENCY to each request,
 CONCURRENCY requests in flight, in this process (wall time and CPU time).
 
+  loop     closure_audit's transport on one event loop (cache/http1.py's
+           reader, what --store's narinfo walks use)
   stdlib   closure_audit's transport: http.client, a pool of keep-alive
-           connections, a thread pool (what --store uses)
+           connections, a thread pool (what it used before, and what
+           NAR streams use)
   httpx    httpx.Client (its own connection pool) shared by a thread pool
   aiohttp  one aiohttp.ClientSession, asyncio tasks behind a semaphore
 
@@ -28,6 +31,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests/support")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 from cacheserver import CacheServer  # noqa: E402
+
+
+def with_loop(url, names, n):
+    from closure_audit.cache.flight import InFlight, drive
+    from closure_audit.cache.transport import Transport
+
+    t = Transport(url, connections=n)
+
+    async def run():
+        async with InFlight() as flight:
+            for name in names:
+                flight.start(name, t.aget(name))
+            return [len(body) async for _, body in flight]
+    return drive(run(), [t])
 
 
 def with_stdlib(url, names, n):
@@ -80,7 +97,7 @@ def main() -> int:
         print(f"{'client':10} {'wall s':>8} {'CPU s':>8}")
         with CacheServer(tmp) as server:
             server.latency = args.latency
-            for label, fetch in (("stdlib", with_stdlib), ("httpx", with_httpx), ("aiohttp", with_aiohttp)):
+            for label, fetch in (("loop", with_loop), ("stdlib", with_stdlib), ("httpx", with_httpx), ("aiohttp", with_aiohttp)):
                 try:
                     fetch(server.url, names[:50], args.concurrency)  # imports, first connections
                 except ImportError:
