@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from closure_audit import util
 from closure_audit.closure import dominators, reach, sizes
 from closure_audit.closure.graph import Closure, build_graph, loads, parse_path_info
 from closure_audit.closure.dominators import TOP, immediate_dominators
@@ -303,7 +304,7 @@ def test_every_closure_size_in_parallel_passes_matches_one_pass_and_networkx(mon
     c = Closure(build_graph(parse_path_info(data, S, "t")), [next(iter(data))], "t", S)
     ids = np.arange(len(c.graph))
     monkeypatch.setattr(sizes, "WORKERS", 4)
-    monkeypatch.setattr(sizes.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(util.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     with mock.patch.object(sizes, "ThreadPoolExecutor", wraps=sizes.ThreadPoolExecutor) as pool:
         parallel = closure_sizes(c, ids)
     assert pool.call_args.args == (3,)  # three passes, three threads

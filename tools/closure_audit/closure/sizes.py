@@ -16,13 +16,13 @@ reference graph (every chain from a root to them passes through it).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..util import usable_cores
 from .dominators import TOP, immediate_dominators
 from .graph import Closure
 from .reach import UNREACHED, breadth_first, column_sums, condense, reached_by
@@ -141,8 +141,7 @@ def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
 
     # The passes are independent and numpy lets go of the interpreter inside
     # them: one thread per core (WORKERS at most, each holding one chunk's bits).
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = min(len(chunks), WORKERS, cores)
+    workers = min(len(chunks), WORKERS, usable_cores())
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             for chunk, part_sums in zip(chunks, pool.map(one, chunks)):
