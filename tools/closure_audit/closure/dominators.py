@@ -11,8 +11,8 @@ ancestors found at once with numpy by binary lifting (`up[j][v]` is v's
 ancestor 2**j steps up). That is a few array operations per level and
 lifting step, never a Python step per path; at a million paths and 8.75
 million references it takes a fifth of the time igraph takes, most of
-which goes to handing igraph the references. A graph with a cycle is given
-to igraph's Lengauer-Tarjan.
+which goes to handing igraph the references. A graph with a cycle, or of
+many thin levels, is given to igraph's Lengauer-Tarjan.
 """
 
 from __future__ import annotations
@@ -22,13 +22,17 @@ import numpy as np
 from .reach import UNREACHED, gather, reverse, topological_levels
 
 TOP = -1  # the immediate dominator of the roots, and of any path several roots reach by separate chains
+# References per level below which the levels' fixed cost outweighs igraph's
+# (100,000 paths over 3,990 levels, 218 a level: 0.57 s here, 0.35 s igraph's;
+# over 137 levels, 6,300 a level: 0.08 s here, 0.35 s igraph's).
+THIN = 1000
 
 
 def immediate_dominators(ptr: np.ndarray, targets: np.ndarray, roots: list[int], reached: np.ndarray) -> np.ndarray:
     """`idom[i]` for every path: its immediate dominator, TOP, or UNREACHED
     for a path no root reaches (`reached`)."""
     levels = topological_levels(ptr, targets)
-    if levels is None:
+    if levels is None or len(targets) < THIN * len(levels):
         return _lengauer_tarjan(ptr, targets, roots, reached)
     n = len(ptr) - 1
     top = n  # the virtual top is node n of the arrays below, its own ancestor at every step
