@@ -55,7 +55,7 @@ def _group(closure: Closure, parsed: dict[str, tuple]) -> dict[str, list[_Entry]
     string keeps its hash, a tuple's is computed again at every lookup.
     Each name is parsed once (`parsed`: name -> key, pname, version,
     release), shared by both closures, which hold mostly the same names."""
-    groups: dict[tuple[str, str, str], list[_Entry]] = {}
+    groups: dict[str, list[_Entry]] = {}
     for path, nar in zip(closure.graph.paths, closure.graph.nar.tolist()):
         name = name_part(path)
         p = parsed.get(name)
@@ -104,8 +104,8 @@ def _diff(old: Closure, new: Closure) -> list[PackageDiff]:
         va, vb = _versions(ea, with_release), _versions(eb, with_release)
         status = ADDED if not pa else REMOVED if not pb else CHANGED if va != vb else REBUILT
         name = (eb or ea)[-1][1]
-        out.append(PackageDiff(name=name, output=key.rpartition("\0")[2], status=status, old_versions=va, new_versions=vb,
-                               old_size=sum(e[4] for e in ea), new_size=sum(e[4] for e in eb), old_paths=pa,
-                               new_paths=pb))
+        out.append(PackageDiff(name=name, output=key.rpartition("\0")[2], status=status, old_versions=va,
+                               new_versions=vb, old_size=sum(e[4] for e in ea), new_size=sum(e[4] for e in eb),
+                               old_paths=pa, new_paths=pb))
     out.sort(key=lambda d: (-abs(d.delta), d.name, d.output))
     return out
