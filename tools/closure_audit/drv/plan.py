@@ -28,6 +28,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import ClosureError
 from .derivation import Derivation
@@ -261,19 +262,21 @@ def open_substituters(urls: list[str] | None, keys: str | None, refresh: bool, w
     return Substituters([BinaryCache(u, trusted, workers=workers, refresh=refresh) for u in urls])
 
 
-def why_build(targets: list[str], like: str | None, substituters: Substituters):
+def why_build(targets: list[str], like: str | None, substituters: Callable[[], Substituters]):
     """The plan for the targets' .drv paths, the names of what it builds,
     and its root causes explained against the graph of `like` (a .drv path,
-    or None). The reference graph is read while the walk waits on the
-    network."""
+    or None); `substituters` gives the caches once they are open (the
+    caller opens them while the graphs are read). The reference graph is
+    read while the walk waits on the network."""
     from .derivation import read_graph
     from .likeness import explain, likes
 
     with ThreadPoolExecutor(1, thread_name_prefix="reference") as reader:
         reference = None if like is None else reader.submit(read_graph, [like])
         graph = read_graph(targets)
-        plan = make_plan(graph, targets, substituters)
+        caches = substituters()
+        plan = make_plan(graph, targets, caches)
         roots = [graph[d] for d in plan.root_causes]
         paired = likes(roots, None if reference is None else reference.result())
-    causes = explain(roots, paired, cached([d for d in paired.values() if d], substituters))
+    causes = explain(roots, paired, cached([d for d in paired.values() if d], caches))
     return plan, {d: graph[d].name for d in plan.build}, causes

@@ -4,6 +4,7 @@ the root causes of the rebuild, explained against REF when one is given."""
 from __future__ import annotations
 
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 
 from ..drv.plan import open_substituters, why_build
 from . import result_type
@@ -21,9 +22,12 @@ them. Failed: something to build.""", lambda r: bool(r.plan.build))
 
 def run(options: Options) -> Result:
     targets, like = list(dict.fromkeys(options.targets)), options.like
-    substituters = open_substituters(options.stores, options.keys, options.refresh, options.workers)
-    try:
-        plan, names, causes = why_build(targets, like, substituters)
-    finally:
-        substituters.close()
+    # Opening the caches waits a round trip for each nix-cache-info: taken while the graphs are read.
+    with ThreadPoolExecutor(1, thread_name_prefix="caches") as opener:
+        opening = opener.submit(open_substituters, options.stores, options.keys, options.refresh, options.workers)
+        try:
+            plan, names, causes = why_build(targets, like, opening.result)
+        finally:
+            if opening.exception() is None:
+                opening.result().close()
     return Result(options.given, targets, plan, names, causes)
