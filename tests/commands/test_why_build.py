@@ -209,6 +209,31 @@ def test_the_users_substituters_are_the_default(world):
                  "not trusted")
 
 
+def test_requests_in_flight_are_bounded_and_faults_retried(world):
+    """Over http, the walk keeps at most --http-connections requests in
+    flight, and a cache that fails the first request of every path (500, or
+    the connection dropped without an answer) still gives Nix's plan."""
+    target = instantiate(world["expr"], world["tag"], caps="8.9")
+    built, fetched, _ = nix_dry_run(target, world["server"].url, world["pub"])
+    server = world["server"]
+    try:
+        for kind in ("500", "drop"):
+            server.reset()
+            server.latency, server.fail_first = 0.02, (1, kind)
+            p = why_build(world, target, "--json", "--http-connections", "2", "--refresh", url=server.url)
+            assert p.returncode == 1, p.stderr
+            report = json.loads(p.stdout)
+            assert {b["drv"] for b in report["build"]} == built
+            assert {f["path"] for f in report["fetch"]} == fetched
+            assert server.most_in_flight == 2
+            asked = {k: n for k, n in server.requests.items() if k.endswith(".narinfo")}
+            # What the cache holds: the fault, then the answer; what it lacks: one 404.
+            assert asked == {k: 2 if (world["cache"] / k).exists() else 1 for k in asked}
+            assert 2 in asked.values() and 1 in asked.values()
+    finally:
+        server.reset()
+
+
 def test_an_unreachable_cache_fails_closed(world):
     fails_closed(["why-build", world["ref"], "--store", "http://127.0.0.1:9"], "cannot read", "127.0.0.1:9")
     fails_closed(["why-build", world["ref"], "--store", f"file://{world['tmp']}"], "not a Nix binary cache")
