@@ -16,6 +16,7 @@ from wheelfiles import make_wheel, opened_rows
 from closure_audit.elf import wheel as wheelmod
 from closure_audit.elf.reader import InvalidElf, read_elf
 from closure_audit.elf.strings import NameSearch, names_in, read_names
+from closure_audit.elf.files import HostFiles
 from closure_audit.elf.wheel import WheelFiles, parse_streamed
 
 
@@ -203,10 +204,11 @@ def test_names_searched_in_pieces_are_those_of_the_whole():
 
 
 @pytest.mark.parametrize("chunk", [wheelmod.CHUNK, 1000])
-def test_member_names_are_those_of_the_file_on_disk(build, tmp_path, monkeypatch, chunk):
+def test_member_names_and_versions_are_those_of_the_file_on_disk(build, tmp_path, monkeypatch, chunk):
     """Every ELF file, streamed out of a deflated member: the same names,
     dlopen notes and bytes searched as read_names finds on disk, with pieces
-    that cut names and sections anywhere (chunk 1000)."""
+    that cut names and sections anywhere (chunk 1000), and the same symbol
+    version tables, from what the member's passes kept, never the whole."""
     monkeypatch.setattr(wheelmod, "CHUNK", chunk)
     opener = build.lib("lib/libopener.so", code=OPENS % '"libfoo.so.1"')
     bare = tmp_path / "libbare.so"
@@ -216,6 +218,8 @@ def test_member_names_are_those_of_the_file_on_disk(build, tmp_path, monkeypatch
     paths = [str(opener), str(bare)] + random.Random(6).sample(host, min(12, len(host)))
     archive = make_wheel(tmp_path / "all.whl", {f"m{i}": open(p, "rb").read() for i, p in enumerate(paths)})
     files = WheelFiles([str(archive)])
+    monkeypatch.setattr(files, "open", None)  # a member is never read whole
+    tables = 0
     try:
         for i, p in enumerate(paths):
             try:
@@ -223,8 +227,13 @@ def test_member_names_are_those_of_the_file_on_disk(build, tmp_path, monkeypatch
             except OSError as exc:
                 want = exc
             assert files.read_names(f"{archive}/m{i}") == want, p
+            elf = read_elf(p)
+            versions = HostFiles().read_versions(p, elf)
+            assert files.read_versions(f"{archive}/m{i}", elf) == versions, p
+            tables += bool(versions.required and versions.defined)
     finally:
         files.close()
+    assert tables >= 3
     assert [n.text for n in read_names(str(opener))[0]] == ["libfoo.so.1"]
     assert "libfoo.so.1" in [n.text for n in read_names(str(bare))[0]]
     assert read_names(str(bare))[1] == bare.stat().st_size

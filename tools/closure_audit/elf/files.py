@@ -44,6 +44,16 @@ class HostFiles:
 
         return read_names_or_error(path)
 
+    def read_versions(self, path: str, elf: ElfFile):
+        """The symbol version tables of an ELF file (elf/versions.py)."""
+        from .versions import Image, read_versions
+
+        image = Image.open(self, path, elf)
+        try:
+            return read_versions(image)
+        finally:
+            image.close()
+
     def open(self, path: str):
         return open(path, "rb")
 

@@ -28,6 +28,7 @@ from ..errors import TargetError
 from .files import HostFiles
 from .reader import ELF_MAGIC, ElfFile, InvalidElf, check_size, parse_elf
 from .stream import Missing, SparseBytes
+from .versions import Image, read_versions
 from .strings import NameSearch, dlopen_notes, note_sections, sections_of, string_sections
 
 CHUNK = 1 << 20
@@ -58,15 +59,28 @@ def _pass(opener, size: int, ranges: list[tuple[int, int, Callable[[int, bytes],
             pos += len(chunk)
 
 
-def _settle(image: SparseBytes, wanted: list[tuple[int, int]], opener, parse):
+def _settle(image: SparseBytes, wanted: list[tuple[int, int]], opener, parse, lenient: bool = False):
     """parse(image, size) once `wanted` is kept in `image`, each range the
-    parse still misses fetched by another pass."""
+    parse still misses fetched by another pass. `lenient`: every string the
+    parse misses is noted and answered as empty (stream.py's SparseBytes),
+    so one pass fetches them all; the parse counts once it misses none."""
     for _ in range(MAX_PASSES):
         _pass(opener, image.size, [(a, b, image.put) for a, b in wanted])
+        image.lenient, image.missing = lenient, []
         try:
-            return parse(image, image.size)
+            found = parse(image, image.size)
         except Missing as m:
-            wanted = [(m.start, m.end)]
+            wanted = [*image.missing, (m.start, m.end)]
+        except InvalidElf:
+            if not image.missing:
+                raise
+            wanted = image.missing  # perhaps an answer given for a missing string: fetch them, then see
+        else:
+            if not image.missing:
+                return found
+            wanted = image.missing
+        finally:
+            image.lenient = False
     raise InvalidElf(f"its structures are spread over more than {MAX_PASSES} places")
 
 
@@ -251,6 +265,18 @@ class WheelFiles(HostFiles):
             return f"unreadable: {exc.strerror or exc}"
         except _ZIP_ERRORS as exc:
             return f"unreadable: damaged wheel member: {exc}"
+
+    def read_versions(self, path: str, elf: ElfFile):
+        member = self._file(path)
+        if member is None:
+            return super().read_versions(path, elf)
+        i, rel = member
+        info, archive = self.members[i][rel], self.archives[i]
+        try:
+            return _settle(SparseBytes(info.file_size), [], lambda: archive.open(info),
+                           lambda data, size: read_versions(Image(data, size, elf)), lenient=True)
+        except _ZIP_ERRORS as exc:
+            raise OSError(0, f"damaged wheel member: {exc}") from None
 
     def open(self, path: str):
         member = self._file(path)
