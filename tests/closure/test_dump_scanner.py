@@ -8,12 +8,14 @@ scanner itself, never handed back to JSON."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from closure_audit import util
 from closure_audit.closure import scan
 from closure_audit.closure.graph import build_graph, loads, parse_path_info, read_path_info
 from closure_audit.errors import ClosureError
@@ -171,12 +173,31 @@ def test_word_reads_match_the_bytes(piece, monkeypatch):
     assert (buf.words(at.reshape(-1, 3)) == words.reshape(-1, 3)).all()
 
 
-def test_a_dump_read_in_small_pieces_is_read_alike(monkeypatch):
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_dump_read_in_small_pieces_is_read_alike(threads, monkeypatch):
     """The quotes found a few bytes at a time, words and containers a few
-    strings at a time, the comparisons a few references at a time."""
+    strings at a time, the comparisons a few references at a time: on one
+    thread, and on four at once."""
     data = compact(40, "list")
     whole = same(data)
+    monkeypatch.setattr(scan, "THREADS", threads)
+    monkeypatch.setattr(util.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5)):
         monkeypatch.setattr(scan, name, value)
     monkeypatch.setattr(scan._Bytes.equal, "__defaults__", (2,))
     assert scan.scan(data, S) is not None and same(data) == whole
+
+
+def test_the_closure_commands_ask_numpy_for_no_huge_pages():
+    """Compacting memory for huge pages stalls every fresh array of a large
+    read; a user's own NUMPY_MADVISE_HUGEPAGE still wins."""
+    import subprocess
+    import sys
+
+    probe = ("import closure_audit.closure.graph, numpy; "
+             "print(numpy._core.multiarray._set_madvise_hugepage(False))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    for setting, advised in ((None, "False"), ("1", "True")):
+        p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           env=env if setting is None else {**env, "NUMPY_MADVISE_HUGEPAGE": setting})
+        assert p.stdout.strip() == advised, p.stderr

@@ -19,9 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from closure_audit.closure import reach, sizes
+from closure_audit import util
+from closure_audit.closure import dominators, reach, sizes
 from closure_audit.closure.graph import Closure, build_graph, loads, parse_path_info
-from closure_audit.closure.sizes import TOP, added_sizes_of, closure_sizes, dominator_tree, roots_closure_size, table
+from closure_audit.closure.dominators import TOP, immediate_dominators
+from closure_audit.closure.sizes import added_sizes_of, closure_sizes, dominator_tree, roots_closure_size, table
 from closure_audit.closure.why import matcher, matching, shortest_chains
 from closure_audit.errors import ClosureError
 from closure_audit.findings.forbidden import forbidden_matches
@@ -39,9 +41,11 @@ def path(i: int) -> str:
 
 
 @st.composite
-def graphs(draw, max_paths=12):
+def graphs(draw, max_paths=12, acyclic=None):
     n = draw(st.integers(1, max_paths))
     pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))
+    if acyclic if acyclic is not None else draw(st.booleans()):  # as Nix's graphs: references go one way
+        pairs = [(a, b) if a > b else (b, a) for a, b in pairs if a != b]
     big = draw(st.booleans())  # sums past 2**53 take the exact integer path of the bitset sums
     nar = draw(st.lists(st.integers(0, (1 << 53) - 1) if big else st.integers(0, 50), min_size=n, max_size=n))
     refs = {i: [] for i in range(n)}
@@ -106,6 +110,35 @@ def queue_chains(refs, roots: list[int]) -> dict[int, list[int]]:
             chain.append(parent[chain[-1]])
         out[t] = chain[::-1]
     return out
+
+
+def both_dominator_trees(c: Closure) -> tuple[list[int], list[int]]:
+    """The dominator tree built level by level, and igraph's Lengauer-Tarjan."""
+    g = c.graph
+    reached = reach.breadth_first(g.ptr, g.targets, c.root_ids).reached
+    assert reach.topological_levels(g.ptr, g.targets) is not None  # so the level by level path is taken
+    with mock.patch.object(dominators, "THIN", 0):  # however thin the levels
+        mine = immediate_dominators(g.ptr, g.targets, c.root_ids, reached).tolist()
+    return mine, dominators._lengauer_tarjan(g.ptr, g.targets, c.root_ids, reached).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs(max_paths=60, acyclic=True))
+def test_dominators_level_by_level_match_lengauer_tarjan(case):
+    mine, igraphs = both_dominator_trees(make_closure(*case))
+    assert mine == igraphs
+
+
+@pytest.mark.parametrize("n, seed", [(5000, 5), (20000, 6)])
+def test_dominators_level_by_level_on_thousands_of_paths(n, seed):
+    """Graphs shaped like nixpkgs' closures (synthetic.py), hundreds of
+    levels and paths referenced by thousands: the same tree as igraph's."""
+    import synthetic
+
+    data = synthetic.generate(n, seed=seed)
+    c = Closure(build_graph(parse_path_info(data, S, "t")), [next(iter(data))], "t", S)
+    mine, igraphs = both_dominator_trees(c)
+    assert mine == igraphs and sum(d >= 0 for d in mine) > n // 10  # most paths have a dominator below the top
 
 
 @settings(max_examples=300, deadline=None)
@@ -272,7 +305,7 @@ def test_every_closure_size_in_parallel_passes_matches_one_pass_and_networkx(mon
     c = Closure(build_graph(parse_path_info(data, S, "t")), [next(iter(data))], "t", S)
     ids = np.arange(len(c.graph))
     monkeypatch.setattr(sizes, "WORKERS", 4)
-    monkeypatch.setattr(sizes.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(util.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     with mock.patch.object(sizes, "ThreadPoolExecutor", wraps=sizes.ThreadPoolExecutor) as pool:
         parallel = closure_sizes(c, ids)
     assert pool.call_args.args == (3,)  # three passes, three threads

@@ -1,7 +1,8 @@
 """Small helpers every layer may use: byte sizes in and out ("6 GiB",
 "500MB", 1048576; 5.3 GiB for people), file paths relative to the trees a
 command was given (and which of them are wheels), the TOML files users
-write, and how a command line ends when its reader goes away. Both tools (closure-audit, redist-features) import
+write, how a command line ends when its reader goes away, and how many
+cores a process may use. Both tools (closure-audit, redist-features) import
 it."""
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ _UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, as a container or
+    `taskset` sets it), not the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def parse_size(value) -> int:

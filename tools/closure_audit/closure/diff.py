@@ -49,14 +49,25 @@ class PackageDiff:
 _Entry = tuple[str, str, str, str, int]
 
 
-def _group(closure: Closure) -> dict[tuple[str, str, str], list[_Entry]]:
-    """(release family, package name without release, output) -> its paths,
-    in name order; each name is parsed once."""
-    groups: dict[tuple[str, str, str], list[_Entry]] = {}
+def _group(closure: Closure, parsed: dict[str, tuple]) -> dict[str, list[_Entry]]:
+    """A package's key -> its paths, in name order. The key is one string
+    (release family, package name without release, output, NUL apart): a
+    string keeps its hash, a tuple's is computed again at every lookup.
+    Each name is parsed once (`parsed`: name -> key, pname, version,
+    release), shared by both closures, which hold mostly the same names."""
+    groups: dict[str, list[_Entry]] = {}
     for path, nar in zip(closure.graph.paths, closure.graph.nar.tolist()):
-        pname, version, output = parse_name(name_part(path))
-        release = split_release(pname)[0]
-        groups.setdefault((*package_key(pname), output), []).append((path, pname, version, release, nar))
+        name = name_part(path)
+        p = parsed.get(name)
+        if p is None:
+            pname, version, output = parse_name(name)
+            p = parsed[name] = ("\0".join((*package_key(pname), output)), pname, version, split_release(pname)[0])
+        entry = (path, p[1], p[2], p[3], nar)
+        group = groups.get(p[0])
+        if group is None:
+            groups[p[0]] = [entry]
+        else:
+            group.append(entry)
     return groups
 
 
@@ -78,10 +89,14 @@ def diff(old: Closure, new: Closure) -> list[PackageDiff]:
 
 
 def _diff(old: Closure, new: Closure) -> list[PackageDiff]:
-    a, b = _group(old), _group(new)
-    out = []
-    for key in sorted(a.keys() | b.keys()):
-        ea, eb = a.get(key, []), b.get(key, [])
+    parsed: dict[str, tuple] = {}
+    a, b = _group(old, parsed), _group(new, parsed)
+    out, none = [], []  # `none`: a package one closure lacks, never changed
+    # In any order: the sort below is total, a package's name and output naming one group.
+    for key in a.keys() | b.keys():
+        ea, eb = a.get(key, none), b.get(key, none)
+        if len(ea) == len(eb) == 1 and ea[0][0] == eb[0][0]:  # most packages: one path, the same
+            continue
         pa, pb = [e[0] for e in ea], [e[0] for e in eb]
         if pa == pb:
             continue
@@ -89,8 +104,8 @@ def _diff(old: Closure, new: Closure) -> list[PackageDiff]:
         va, vb = _versions(ea, with_release), _versions(eb, with_release)
         status = ADDED if not pa else REMOVED if not pb else CHANGED if va != vb else REBUILT
         name = (eb or ea)[-1][1]
-        out.append(PackageDiff(name=name, output=key[2], status=status, old_versions=va, new_versions=vb,
-                               old_size=sum(e[4] for e in ea), new_size=sum(e[4] for e in eb), old_paths=pa,
-                               new_paths=pb))
+        out.append(PackageDiff(name=name, output=key.rpartition("\0")[2], status=status, old_versions=va,
+                               new_versions=vb, old_size=sum(e[4] for e in ea), new_size=sum(e[4] for e in eb),
+                               old_paths=pa, new_paths=pb))
     out.sort(key=lambda d: (-abs(d.delta), d.name, d.output))
     return out

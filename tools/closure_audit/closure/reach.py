@@ -88,11 +88,13 @@ def reverse(ptr: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """The CSR of the reversed graph: for each node, the nodes pointing to it,
     in index order."""
     n = len(ptr) - 1
-    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
-    by_target = np.argsort(targets, kind="stable")
+    # One sort of (target, source) keys: several times faster than a stable
+    # argsort of the targets, which orders the sources the same way.
+    keys = targets.astype(np.int64) * max(n, 1) + np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+    keys.sort()
     rptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(targets, minlength=n), out=rptr[1:])
-    return rptr, sources[by_target]
+    return rptr, keys % max(n, 1)
 
 
 def topological_levels(ptr: np.ndarray, targets: np.ndarray) -> list[np.ndarray] | None:

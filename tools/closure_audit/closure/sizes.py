@@ -4,9 +4,8 @@ referenced that path any more: the NAR sizes of the paths it dominates in the
 reference graph (every chain from a root to them passes through it).
 
 - The roots' closure size is one breadth-first search (reach.py).
-- Added sizes come from the dominator tree, computed by igraph's
-  Lengauer-Tarjan (near-linear in the references), then summed bottom-up one
-  search level at a time: a path's immediate dominator lies on every chain to
+- Added sizes come from the dominator tree (dominators.py), summed
+  bottom-up one search level at a time: a path's immediate dominator lies on every chain to
   it, so it is always on an earlier level.
 - A path's closure size is Nix's own figure when the dump has it, never
   recomputed. Otherwise it is computed only for the paths asked for (the rows
@@ -17,17 +16,17 @@ reference graph (every chain from a root to them passes through it).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..util import usable_cores
+from .dominators import TOP, immediate_dominators
 from .graph import Closure
 from .reach import UNREACHED, breadth_first, column_sums, condense, reached_by
 
-TOP = -1  # the immediate dominator of the roots, and of any path several roots reach by separate chains
 CHUNK = 2048  # paths whose closure sizes one pass computes: 256 bytes of bits per path of the graph
 WORKERS = 8  # passes at once, at most: about 100 MB each at 100,000 paths
 
@@ -79,21 +78,9 @@ class DominatorTree(Mapping):
 
 
 def dominator_tree(closure: Closure) -> DominatorTree:
-    import igraph
-
     g = closure.graph
-    n = len(g)
     search = breadth_first(g.ptr, g.targets, closure.root_ids)
-    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.ptr))
-    keep = search.reached[sources]  # references between paths the roots reach
-    tops = list(dict.fromkeys(closure.root_ids))
-    # Path n is the virtual top above the roots.
-    edges = list(zip(sources[keep].tolist() + [n] * len(tops), g.targets[keep].tolist() + tops))
-    flow = igraph.Graph(n=n + 1, edges=edges, directed=True)
-    del edges
-    raw = np.array(flow.dominator(n, mode="out")[:n], dtype=np.float64)  # nan where unreached
-    idom = np.where(np.isnan(raw), UNREACHED, raw).astype(np.int64)
-    idom[idom == n] = TOP
+    idom = immediate_dominators(g.ptr, g.targets, closure.root_ids, search.reached)
     added = np.where(search.reached, g.nar, 0)
     for k in range(len(search.levels) - 2, 0, -1):  # deepest level first; the roots' level adds to no path
         level = search.level(k)
@@ -154,8 +141,7 @@ def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:
 
     # The passes are independent and numpy lets go of the interpreter inside
     # them: one thread per core (WORKERS at most, each holding one chunk's bits).
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = min(len(chunks), WORKERS, cores)
+    workers = min(len(chunks), WORKERS, usable_cores())
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             for chunk, part_sums in zip(chunks, pool.map(one, chunks)):
