@@ -25,7 +25,8 @@ The shape, and why:
 - NAR sizes are log-normal (median about 300 KB), dev and doc outputs ten
   times smaller, and one path in 2,000 is a CUDA-sized library of 0.5-3 GB.
 - `--cycles`: 2% of multi-output packages get lib and dev outputs that
-  reference each other, the cycles Nix allows between outputs.
+  reference each other, the cycles Nix allows between outputs. A pair that
+  nothing else references is referenced by the root, as any other path is.
 - A few forbidden paths sit in the graph (cudatoolkit, magma, a compiler
   wrapper, static outputs), so `why` has something to explain.
 - `--variant new`: the same closure after a change: 0.5% of packages get a
@@ -130,6 +131,15 @@ def shape(n: int, seed: int, cycles: bool, depth: str = "shallow"):
     orphans = np.flatnonzero(~referenced[:-1])
     src = np.concatenate([src, np.full(orphans.size, n - 1)])
     dst = np.concatenate([dst, orphans])
+    if cycles:
+        # A lib and dev that reference only each other are referenced, yet
+        # nothing outside them reaches them: the root references the top of
+        # each such group, the paths no later one references.
+        later = np.zeros(n, dtype=bool)
+        later[dst[src > dst]] = True
+        stray = np.flatnonzero(_unreached(n, src, dst, n - 1) & ~later)
+        src = np.concatenate([src, np.full(stray.size, n - 1)])
+        dst = np.concatenate([dst, stray])
     keys = np.unique(src * n + dst)
     src, dst = keys // n, keys % n
 
@@ -139,6 +149,23 @@ def shape(n: int, seed: int, cycles: bool, depth: str = "shallow"):
     huge = rng.random(n) < 0.0005
     nar[huge] = rng.integers(500 << 20, 3 << 30, int(huge.sum()))
     return names, nar, src, dst
+
+
+def _unreached(n: int, src: np.ndarray, dst: np.ndarray, root: int) -> np.ndarray:
+    """Which paths the root does not reach, breadth first."""
+    order = np.argsort(src, kind="stable")
+    targets = dst[order]
+    ptr = np.searchsorted(src[order], np.arange(n + 1))
+    seen = np.zeros(n, dtype=bool)
+    seen[root] = True
+    frontier = np.array([root])
+    while frontier.size:
+        lens = ptr[frontier + 1] - ptr[frontier]
+        at = np.repeat(ptr[frontier] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+        frontier = np.unique(targets[at])
+        frontier = frontier[~seen[frontier]]
+        seen[frontier] = True
+    return ~seen
 
 
 def mutate(rng, names: list[str], src: np.ndarray, dst: np.ndarray):

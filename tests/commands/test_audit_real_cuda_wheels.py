@@ -12,14 +12,16 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 import hookfile
 import redist_fixture
-from conftest import ROOT, run_cli
+from conftest import ROOT, cli_json, run_cli
 from nixstore import needs_nix, nix_build, path_info
+from wheelfiles import opened_rows
 from redist_features.archive import WHEEL_TO_REDIST
 from redist_features.inspect import inspect
 
@@ -40,6 +42,19 @@ def test_every_wheel_is_read():
         assert r.outputs, w
         if r.source.package in ("libcublas", "cuda_cudart", "libcufft", "libcusparse", "libcusolver"):
             assert "lib" in r.outputs and "dev" in r.outputs, w
+
+
+def test_the_runtime_wheel_opens_the_driver_as_its_unpacked_tree_does(tmp_path):
+    """The CUDA runtime opens libcuda.so.1 itself: audited as a wheel, in
+    memory, its read-only data says so as the unpacked files do."""
+    (w,) = [os.path.realpath(w) for w in wheels() if os.path.basename(w).startswith("nvidia_cuda_runtime-")]
+    with zipfile.ZipFile(w) as z:
+        z.extractall(tmp_path / "site")
+    (_, wheel), (_, tree) = cli_json("audit", w), cli_json("audit", str(tmp_path / "site"))
+    assert ("nvidia/cu13/lib/libcudart.so.13", "libcuda.so.1", "driver") in {
+        (r["file"][len(w) + 1:], r["name"], r["class"]) for r in wheel["opened"]}
+    assert opened_rows(wheel, w) == opened_rows(tree, str(tmp_path / "site"))
+    assert wheel["summary"]["bytes_scanned"] == tree["summary"]["bytes_scanned"] > 0
 
 
 def _cudart_tarball(tmp_path: Path) -> Path:

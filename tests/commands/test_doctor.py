@@ -493,6 +493,47 @@ def test_target_defects_show_on_a_host_without_a_driver(tmp_path, build, monkeyp
     assert "missing-driver-runpath" in f["message"] and len(f["fixes"]) == 1
 
 
+LOADS = "import ctypes, os, sys; ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW).f()"
+
+
+def asks_for_the_driver(lib) -> bool:
+    """glibc's answer: whether loading the object and running its code looks
+    for libcuda.so.1 (LD_DEBUG=libs), whatever this machine holds."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", LOADS, str(lib)], capture_output=True, text=True,
+                       env={**os.environ, "LD_DEBUG": "libs"}, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return "find library=libcuda.so.1" in p.stderr
+
+
+def test_a_target_without_cuda_does_not_fail_for_want_of_a_driver(tmp_path, build):
+    """A host without a driver or a GPU: a tree none of whose objects loads
+    the driver (glibc never looks for it) passes, the host's lack said as
+    info; once an object opens libcuda.so.1, the same host fails it."""
+    h = fakehost.FakeHost(tmp_path / "root")
+    h.os_release("Ubuntu 24.04.1 LTS", "ubuntu")
+    plain = build.lib(f"{SITE}/plain/libplain.so", code="int f(void) { return 0; }\n")
+    rc, data = doctor(h.root, build.root / "venv")
+    assert rc == 0
+    assert {(f["rule"], f["severity"]) for f in data["findings"]} == {("driver-missing", "info"),
+                                                                      ("gpu-not-found", "info")}
+    assert [(c["check"], c["status"]) for c in data["checks"] if c["rule"]] == [("driver-library", "info"),
+                                                                                ("gpus", "info")]
+    assert all(c["message"].endswith("; no target uses CUDA") for c in data["checks"] if c["rule"])
+    assert not asks_for_the_driver(plain)
+    opener = build.lib(f"{SITE}/plain/libopener.so",
+                       code='#include <dlfcn.h>\nint f(void) { return dlopen("libcuda.so.1", RTLD_NOW) != 0; }\n')
+    rc, data = doctor(h.root, build.root / "venv")
+    assert rc == 1
+    assert {(f["rule"], f["severity"]) for f in data["findings"]} >= {("driver-missing", "error"),
+                                                                      ("gpu-not-found", "error")}
+    assert asks_for_the_driver(opener)
+    # The host alone: asked whether CUDA programs run here, it fails.
+    assert doctor(h.root)[0] == 1
+
+
 # -- the GPU, as the driver tells it ------------------------------------------------------
 
 def test_nvidia_smi_compute_cap_beats_the_model_table(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import json
 import os
@@ -11,9 +12,11 @@ import zipfile
 import pytest
 
 from conftest import run_cli
-from wheelfiles import make_wheel
+from wheelfiles import make_wheel, opened_rows
 from closure_audit.elf import wheel as wheelmod
 from closure_audit.elf.reader import InvalidElf, read_elf
+from closure_audit.elf.strings import NameSearch, names_in, read_names
+from closure_audit.elf.files import HostFiles
 from closure_audit.elf.wheel import WheelFiles, parse_streamed
 
 
@@ -164,3 +167,115 @@ def test_wheel_files_overlay(wheels):
     assert files.identity(f"{t}/nvidia/cu13/lib/libcudart.so.13")[1] is True
     assert files.listdir(f"{t}/nvidia/nothing") is None and files.identity(f"{t}/nope") is None
     assert files.listdir(t) == {"torch", "torch-2.9.0.dist-info", "nvidia"}
+
+
+# -- what members open at run time ------------------------------------------------
+
+def without_section_table(data: bytes) -> bytes:
+    """An ELF64 image whose header says it has no section table (e_shoff,
+    e_shnum, e_shstrndx zeroed): its names are searched in the whole file."""
+    out = bytearray(data)
+    out[0x28:0x30] = bytes(8)
+    out[0x3C:0x40] = bytes(4)
+    return bytes(out)
+
+
+def test_names_searched_in_pieces_are_those_of_the_whole():
+    """NameSearch fed pieces of any size finds what names_in finds in the
+    whole range: names straddling pieces, runs longer than a name, text."""
+    rng = random.Random(7)
+    words = [b"libcuda.so.1", b"libnvrtc.so.%d", b"have you linked against libtorch.so?", b"\x82\xdclibcublas.so.13",
+             b"cudaFree@libcudart.so.13", b"registration olibcuda.so.1", b"x" * 300 + b".so", b"\x124Blibmlx5.so",
+             b"libfoo.so.x", b"lib%s.so"]
+    for _ in range(200):
+        data = b"".join(rng.choice(words) + rng.choice([b"\0", b"", b" "]) + bytes(rng.randrange(4))
+                        for _ in range(rng.randrange(1, 40)))
+        start = rng.randrange(8)
+        end = rng.randrange(start, len(data) + 1)
+        want = names_in(data, start, end, ".rodata")
+        search = NameSearch(start, end, ".rodata")
+        at = start
+        while at < end:
+            step = rng.choice([1, 2, 3, 17, 255, 256, 600, 4096])
+            search.feed(data[at:min(end, at + step)])
+            at += step
+        assert search.names == want, (data, start, end)
+    assert any(names_in(w + b"\0", 0, len(w) + 1, ".rodata") for w in words)
+
+
+@pytest.mark.parametrize("chunk", [wheelmod.CHUNK, 1000])
+def test_member_names_and_versions_are_those_of_the_file_on_disk(build, tmp_path, monkeypatch, chunk):
+    """Every ELF file, streamed out of a deflated member: the same names,
+    dlopen notes and bytes searched as read_names finds on disk, with pieces
+    that cut names and sections anywhere (chunk 1000), and the same symbol
+    version tables, from what the member's passes kept, never the whole."""
+    monkeypatch.setattr(wheelmod, "CHUNK", chunk)
+    opener = build.lib("lib/libopener.so", code=OPENS % '"libfoo.so.1"')
+    bare = tmp_path / "libbare.so"
+    bare.write_bytes(without_section_table(opener.read_bytes()))
+    host = sorted(p for p in glob.glob("/usr/lib/x86_64-linux-gnu/*.so*") if os.path.isfile(p)
+                  and os.path.getsize(p) < 8 << 20 and open(p, "rb").read(4) == b"\x7fELF")
+    paths = [str(opener), str(bare)] + random.Random(6).sample(host, min(12, len(host)))
+    archive = make_wheel(tmp_path / "all.whl", {f"m{i}": open(p, "rb").read() for i, p in enumerate(paths)})
+    files = WheelFiles([str(archive)])
+    monkeypatch.setattr(files, "open", None)  # a member is never read whole
+    tables = 0
+    try:
+        for i, p in enumerate(paths):
+            try:
+                want = read_names(p)
+            except OSError as exc:
+                want = exc
+            assert files.read_names(f"{archive}/m{i}") == want, p
+            elf = read_elf(p)
+            versions = HostFiles().read_versions(p, elf)
+            assert files.read_versions(f"{archive}/m{i}", elf) == versions, p
+            tables += bool(versions.required and versions.defined)
+    finally:
+        files.close()
+    assert tables >= 3
+    assert [n.text for n in read_names(str(opener))[0]] == ["libfoo.so.1"]
+    assert "libfoo.so.1" in [n.text for n in read_names(str(bare))[0]]
+    assert read_names(str(bare))[1] == bare.stat().st_size
+
+
+# The object opens a library from its constructor, as the CUDA runtime opens
+# libcuda.so.1 on first use; `opened` says what it got.
+OPENS = r"""
+#include <dlfcn.h>
+int opened;
+__attribute__((constructor)) static void open_it(void) {
+    static const char *names[] = { %s };
+    for (unsigned i = 0; i < sizeof names / sizeof *names; i++)
+        opened = opened * 2 + (dlopen(names[i], RTLD_NOW) != 0);
+}
+"""
+
+
+def test_a_wheel_opens_what_its_unpacked_tree_opens(build, tmp_path):
+    """A wheel's extension module opens libfoo.so.1 (its own, through
+    $ORIGIN) and libbar.so.2 (nowhere): the wheel audited in memory lists and
+    judges both as the tree it unpacks into does, and glibc agrees."""
+    foo = build.lib("site/pkg/libfoo.so.1")
+    ext = build.lib("site/pkg/_native.so", code=OPENS % '"libfoo.so.1", "libbar.so.2"', runpath=["$ORIGIN"])
+    site = build.root / "site"
+    whl = make_wheel(tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl",
+                     {str(p.relative_to(site)): p.read_bytes() for p in (foo, ext)} | {"pkg/__init__.py": b""})
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(unpacked)
+    for p in unpacked.rglob("*.so*"):
+        p.chmod(0o755)
+    policy = libc_policy(tmp_path)
+    wheel = run_cli("audit", "--json", "--policy", policy, str(whl))
+    tree = run_cli("audit", "--json", "--policy", policy, str(unpacked))
+    wheel_report, tree_report = json.loads(wheel.stdout), json.loads(tree.stdout)
+    rows = opened_rows(wheel_report, str(whl))
+    assert rows == opened_rows(tree_report, str(unpacked))
+    assert {(r[1], r[5], r[6]) for r in rows} == {("libfoo.so.1", "runpath", "pkg/libfoo.so.1"),
+                                                  ("libbar.so.2", "not-found", None)}
+    assert findings(wheel) == findings(tree) == {("unknown-dlopen-library", "_native.so", "libbar.so.2")}
+    assert wheel_report["summary"]["bytes_scanned"] == tree_report["summary"]["bytes_scanned"] > 0
+    # glibc: the constructor opened libfoo.so.1 (bit 1) and not libbar.so.2 (bit 0).
+    loaded = ctypes.CDLL(str(unpacked / "pkg/_native.so"), mode=os.RTLD_NOW)
+    assert ctypes.c_int.in_dll(loaded, "opened").value == 0b10

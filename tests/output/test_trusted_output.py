@@ -217,3 +217,23 @@ def test_every_command_has_one_way_out():
                   and any(isinstance(a, ast.Starred) for a in n.args)
                   and re.search(r"render|_json$|_markdown$|_page$", ast.unparse(n.func))]
         assert not splats, (path, splats)
+
+
+def test_no_line_ends_with_a_space(build):
+    """Findings tables whose rows and titles differ in width, and the table
+    of opened names: rich pads the title and the last column to the table's
+    width, and none of that padding reaches a log or a terminal."""
+    dep = build.lib("lib/libdep.so")
+    build.lib("lib/libshort.so", links=[dep])
+    build.lib("lib/" + "libwith_a_much_longer_name" * 3 + ".so", links=[dep], runpath=["/nonexistent/dir"])
+    build.lib("lib/libopener.so", code='#include <dlfcn.h>\nvoid *f(void) { return dlopen("libzz.so.1", 2); }\n'
+              'void *g(void) { return dlopen("libcuda.so.1", 2); }\n')
+    dep.unlink()
+    logged = run_cli("audit", "--opened", str(build.root)).stdout
+    assert "opened at run time" in logged and "unresolved-library" in logged and "libzz.so.1" in logged
+    shown = pty_run(["audit", "--opened", str(build.root)], {"TERM": "xterm-256color", "NO_COLOR": "1",
+                                                             "COLUMNS": "100"}).decode()
+    assert "opened at run time" in shown
+    for out in (logged, shown.replace("\r\n", "\n")):
+        padded = [line for line in out.splitlines() if line.endswith(" ")]
+        assert not padded, padded

@@ -71,10 +71,30 @@ class DominatorTree(Mapping):
     def __len__(self) -> int:
         return len(self._reached)
 
-    def added_sizes(self) -> dict[str, int]:
+    def added_sizes(self) -> Mapping[str, int]:
         """Added size of every path reachable from the roots."""
-        paths = self.closure.graph.paths
-        return dict(zip((paths[i] for i in self._reached), self.added[self._reached].tolist()))
+        return AddedSizes(self)
+
+
+class AddedSizes(Mapping):
+    """Every path the roots reach -> its added size, read from the tree's
+    arrays: no dictionary of a million paths is built for the few a command
+    looks up."""
+
+    def __init__(self, tree: DominatorTree):
+        self.tree = tree
+
+    def __getitem__(self, path: str) -> int:
+        i = self.tree.closure.graph.index[path]
+        if self.tree.idom[i] == UNREACHED:
+            raise KeyError(path)
+        return int(self.tree.added[i])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tree)
+
+    def __len__(self) -> int:
+        return len(self.tree)
 
 
 def dominator_tree(closure: Closure) -> DominatorTree:
@@ -89,7 +109,7 @@ def dominator_tree(closure: Closure) -> DominatorTree:
     return DominatorTree(closure, idom, added)
 
 
-def added_sizes(closure: Closure, tree: DominatorTree | None = None) -> dict[str, int]:
+def added_sizes(closure: Closure, tree: DominatorTree | None = None) -> Mapping[str, int]:
     """Added size of every path reachable from the roots (from `tree`, the
     closure's dominator tree, computed here unless given)."""
     return (dominator_tree(closure) if tree is None else tree).added_sizes()

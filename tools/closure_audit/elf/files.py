@@ -37,6 +37,23 @@ class HostFiles:
         """ELF facts (reader.read_elf): None when not ELF; raises InvalidElf or OSError."""
         return read_elf(path)
 
+    def read_names(self, path: str) -> tuple[list, int] | str:
+        """What the object may open (strings.read_names): its names and the
+        bytes searched, or why they cannot be read."""
+        from .strings import read_names_or_error  # dataclasses: not for commands that read no names
+
+        return read_names_or_error(path)
+
+    def read_versions(self, path: str, elf: ElfFile):
+        """The symbol version tables of an ELF file (elf/versions.py)."""
+        from .versions import Image, read_versions
+
+        image = Image.open(self, path, elf)
+        try:
+            return read_versions(image)
+        finally:
+            image.close()
+
     def open(self, path: str):
         return open(path, "rb")
 

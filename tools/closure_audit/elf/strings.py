@@ -65,18 +65,25 @@ class NoteEntry:
     error: str | None = None  # the note cannot be read: why
 
 
-def _sections(data, size: int):
+def sections_of(data, size: int):
+    """The section table, or none when it cannot be read: the file is then
+    searched whole."""
     try:
         return parse_sections(data, size)
     except InvalidElf:
         return []
 
 
-def _string_sections(sections, size: int) -> list[tuple[str, int, int]]:
+def string_sections(sections, size: int) -> list[tuple[str, int, int]]:
+    """(name, start, end) of what is searched for names."""
     if not sections:
         return [("(whole file)", 0, size)]
-    return [(s.name, s.offset, s.offset + s.size) for s in sections
-            if s.size and any(s.name == p or s.name.startswith(p + ".") for p in SECTIONS)]
+    return [(s.name, s.offset, min(s.offset + s.size, size)) for s in sections
+            if s.size and s.offset < size and any(s.name == p or s.name.startswith(p + ".") for p in SECTIONS)]
+
+
+def note_sections(sections) -> list:
+    return [s for s in sections if s.type == _SHT_NOTE and s.size]
 
 
 def dlopen_notes(data, size: int, sections) -> list[NoteEntry]:
@@ -86,9 +93,8 @@ def dlopen_notes(data, size: int, sections) -> list[NoteEntry]:
     unknown, which the caller reports rather than skip."""
     little = data[5:6] == b"\1"
     out: list[NoteEntry] = []
-    for sec in sections:
-        if sec.type == _SHT_NOTE and sec.size:
-            out.extend(notes_in(data, sec.offset, min(sec.offset + sec.size, size), sec.name, little))
+    for sec in note_sections(sections):
+        out.extend(notes_in(data, sec.offset, min(sec.offset + sec.size, size), sec.name, little))
     return out
 
 
@@ -152,28 +158,58 @@ def _note_entries(data, at: int, size: int, section: str) -> list[NoteEntry]:
     return out
 
 
-def names_in(data, start: int, end: int, section: str) -> list[NameString]:
-    """Soname-shaped strings in data[start:end]: every `.so` is found in one
-    pass at C speed, then widened to the name around it."""
+def names_in(data, start: int, end: int, section: str, base: int = 0, stop: int | None = None,
+             first: int | None = None) -> list[NameString]:
+    """Soname-shaped strings in the file's bytes [start, end): every `.so` is
+    found in one pass at C speed, then widened to the name around it.
+    `data[i]` is the file's byte `base + i`. Streamed (NameSearch), only the
+    `.so`s in [first, stop) are taken, and `data` holds what they can reach:
+    _LONGEST bytes before `first` and after `stop`, inside [start, end)."""
+    first = start if first is None else first
+    stop = end if stop is None else stop
     out = []
-    for hit in _NEEDLE.finditer(data, start, end):
-        pos = hit.start()
-        tail = data.find(b"\0", pos, min(end, pos + _LONGEST))
-        if tail > 0:
-            first = _name_start(data, max(start, pos - _LONGEST), pos)
-            if first is not None:
-                raw = data[first:tail]
+    for hit in _NEEDLE.finditer(data, first - base, min(end, stop + 2) - base):
+        pos = hit.start() + base
+        tail = data.find(b"\0", pos - base, min(end, pos + _LONGEST) - base)
+        if tail >= 0:
+            at = _name_start(data, max(start, pos - _LONGEST), pos, base)
+            if at is not None:
+                raw = data[at - base:tail]
                 if _NAME.fullmatch(raw):
-                    out.append(NameString(first, raw.decode("ascii"), section))
+                    out.append(NameString(at, raw.decode("ascii"), section))
     return out
 
 
-def _name_start(data, low: int, pos: int) -> int | None:
-    """Where the name ending in the `.so` at `pos` starts, or None when it is
-    part of text. Compilers pack a literal right after other data, NUL or not
-    (cuBLAS keeps `libcuda.so.1` right after a table; libtorch_cuda right
-    after a message stored without its NUL), so the name is found in the run
-    of file-name characters before `.so`:
+class NameSearch:
+    """names_in over a range given piece by piece (a wheel's member, streamed
+    out of its decompressor): the same names, with only the piece at hand and
+    _LONGEST bytes either side of it kept."""
+
+    def __init__(self, start: int, end: int, section: str):
+        self.start, self.end, self.section = start, end, section
+        self.names: list[NameString] = []
+        self._buf = bytearray()
+        self._base = self._done = start  # file offsets of _buf[0], of the first `.so` not yet taken
+
+    def feed(self, piece) -> None:
+        """The range's next bytes."""
+        self._buf += piece
+        top = self._base + len(self._buf)
+        stop = self.end if top >= self.end else top - _LONGEST
+        if stop > self._done:
+            self.names += names_in(self._buf, self.start, self.end, self.section, self._base, stop, self._done)
+            self._done = stop
+            keep = max(self.start, stop - _LONGEST)
+            del self._buf[:keep - self._base]
+            self._base = keep
+
+
+def _name_start(data, low: int, pos: int, base: int = 0) -> int | None:
+    """Where the name ending in the `.so` at file offset `pos` starts, or
+    None when it is part of text. Compilers pack a literal right after other
+    data, NUL or not (cuBLAS keeps `libcuda.so.1` right after a table;
+    libtorch_cuda right after a message stored without its NUL), so the name
+    is found in the run of file-name characters before `.so`:
     - after binary data, from the run's first lower-case letter or directive
       (table bytes that happen to be digits or capitals, `4Blibmlx5.so`, are
       not part of it);
@@ -181,16 +217,17 @@ def _name_start(data, low: int, pos: int) -> int | None:
       ("linked against libtorch.so", `cudaFree@libcudart.so.13`), unless a
       `lib` inside it shows a name glued to the text ("registration
       olibcuda.so.1")."""
+    low, pos = low - base, pos - base  # in data
     run = low + _RUN.search(data[low:pos]).start()
-    if run == low and low > 0 and pos - low >= _LONGEST:
+    if run == low and low + base > 0 and pos - low >= _LONGEST:
         return None  # longer than any file name
     if run > low and 0x20 <= data[run - 1] < 0x7F:
         glued = data.find(b"lib", run + 1, pos)
-        return glued if glued > 0 else None
+        return glued + base if glued > 0 else None
     first = run
     while first < pos and not (0x61 <= data[first] <= 0x7A or data[first] == 0x25):
         first += 1
-    return first if first < pos else None
+    return first + base if first < pos else None
 
 
 def read_names(path: str) -> tuple[list[NameString | NoteEntry], int]:
@@ -205,11 +242,8 @@ def read_names(path: str) -> tuple[list[NameString | NoteEntry], int]:
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
             out: list[NameString | NoteEntry] = []
             searched = 0
-            sections = _sections(data, size)
-            for name, start, end in _string_sections(sections, size):
-                end = min(end, size)
-                if start >= end:
-                    continue
+            sections = sections_of(data, size)
+            for name, start, end in string_sections(sections, size):
                 searched += end - start
                 out.extend(names_in(data, start, end, name))
             out.extend(dlopen_notes(data, size, sections))
@@ -221,7 +255,7 @@ def read_names(path: str) -> tuple[list[NameString | NoteEntry], int]:
 BIG = 4 << 20  # files from this size on are read by worker processes, when there are CPUs for them
 
 
-def _read_or_error(path: str) -> tuple[list[NameString], int] | str:
+def read_names_or_error(path: str) -> tuple[list[NameString], int] | str:
     try:
         return read_names(path)
     except OSError as exc:
@@ -254,12 +288,12 @@ class NameReader:
                     from concurrent.futures import ProcessPoolExecutor
 
                     self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
-                future = self._pool.submit(_read_or_error, path)
+                future = self._pool.submit(read_names_or_error, path)
         self._pending[path] = future
 
     def results(self) -> dict[str, tuple[list[NameString], int] | str]:
         """path -> (names, bytes searched), or why the file could not be read."""
-        out = {p: _read_or_error(p) for p, f in self._pending.items() if f is None}
+        out = {p: read_names_or_error(p) for p, f in self._pending.items() if f is None}
         try:
             for p, f in self._pending.items():
                 if f is not None:

@@ -3,7 +3,8 @@
 
 Read only where a check asks, through the file offsets elf/reader.py kept in
 ElfFile.dynamic, from a read-only mapping of the file: a library's few
-hundred bytes of version tables cost one page or two, whatever its size.
+hundred bytes of version tables cost one page or two, whatever its size (a
+wheel's member: streamed, keeping only what is read, elf/wheel.py).
 Entries are walked as glibc walks them (vn_next / vd_next up to 0), each one
 bounds-checked: a table that runs off the file raises InvalidElf.
 """
@@ -40,8 +41,9 @@ NO_VERSIONS = Versions((), frozenset(), {})
 
 
 class Image:
-    """The bytes of one file, mapped read-only (a wheel's member: read in
-    memory), with the ELF file's byte order."""
+    """The bytes of one file, mapped read-only (a wheel's member: its sparse
+    view for the version tables, read whole for `--symbols`), with the ELF
+    file's byte order."""
 
     def __init__(self, data, size: int, elf: ElfFile):
         self.data = data
@@ -66,7 +68,7 @@ class Image:
     def unpack(self, fmt: struct.Struct, offset: int, what: str) -> tuple:
         if offset < 0 or offset + fmt.size > self.size:
             raise InvalidElf(f"{what} at offset {offset:#x} runs past the end of the file ({self.size} bytes)")
-        return fmt.unpack_from(self.data, offset)
+        return fmt.unpack(self.data[offset:offset + fmt.size])  # a slice: a wheel member's sparse view has no buffer
 
     def string(self, index: int, what: str) -> str:
         start = self.dynamic.get(DT_STRTAB)

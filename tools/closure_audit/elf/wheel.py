@@ -12,8 +12,9 @@ decompression and keeping only the byte ranges the reader asks for (the
 headers, the dynamic segment, the string tables, the section table) in a
 sparse view (stream.py's): the reader is run on what has been kept, and each
 range it still misses is fetched by another pass, which stops as soon as the
-range has streamed by. Memory stays at a few MiB per member, however large
-the library.
+range has streamed by. The names a member may open (strings.py) take one more
+pass, searching its read-only data piece by piece as it streams by. Memory
+stays at a few MiB per member, however large the library.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from __future__ import annotations
 import posixpath
 import zipfile
 import zlib
+from collections.abc import Callable
 
 from ..errors import TargetError
 from .files import HostFiles
 from .reader import ELF_MAGIC, ElfFile, InvalidElf, check_size, parse_elf
 from .stream import Missing, SparseBytes
+from .versions import Image, read_versions
+from .strings import NameSearch, dlopen_notes, note_sections, sections_of, string_sections
 
 CHUNK = 1 << 20
 HEAD = 1 << 16  # kept on the first pass: the ELF header and, nearly always, the program headers
@@ -34,39 +38,72 @@ MAX_PASSES = 16  # a valid file needs about three; more means ranges scattered o
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError)
 
 
-def _keep(image: SparseBytes, ranges: list[tuple[int, int]], opener) -> None:
-    """One decompression pass from the start, keeping `ranges` in `image`;
-    it stops once the last of them has streamed by."""
-    ranges = [(max(0, a), min(b, image.size)) for a, b in ranges if a < min(b, image.size)]
+def _pass(opener, size: int, ranges: list[tuple[int, int, Callable[[int, bytes], None]]]) -> None:
+    """One decompression pass from the start: for each (start, end, take)
+    of `ranges`, take(offset, bytes) with its bytes in order as they stream
+    by; it stops once the last range has."""
+    ranges = [(max(0, a), min(b, size), take) for a, b, take in ranges if a < min(b, size)]
     if not ranges:
         return
-    end = max(b for _a, b in ranges)
+    end = max(b for _a, b, _t in ranges)
     pos = 0
     with opener() as stream:
         while pos < end:
             chunk = stream.read(min(CHUNK, end - pos))
             if not chunk:
                 raise EOFError("the member ends before its declared size")
-            for a, b in ranges:
+            for a, b, take in ranges:
                 lo, hi = max(a, pos), min(b, pos + len(chunk))
                 if lo < hi:
-                    image.put(lo, chunk[lo - pos:hi - pos])
+                    take(lo, chunk[lo - pos:hi - pos])
             pos += len(chunk)
 
 
-def parse_streamed(size: int, opener) -> ElfFile:
-    """Parse the ELF image `opener()` streams (`size` bytes), keeping only
-    what the reader asks for (stream.py's sparse view of it)."""
-    check_size(size)
-    image = SparseBytes(size)
-    wanted = [(0, HEAD), (size - TAIL, size)]
+def _settle(image: SparseBytes, wanted: list[tuple[int, int]], opener, parse, lenient: bool = False):
+    """parse(image, size) once `wanted` is kept in `image`, each range the
+    parse still misses fetched by another pass. `lenient`: every string the
+    parse misses is noted and answered as empty (stream.py's SparseBytes),
+    so one pass fetches them all; the parse counts once it misses none."""
     for _ in range(MAX_PASSES):
-        _keep(image, wanted, opener)
+        _pass(opener, image.size, [(a, b, image.put) for a, b in wanted])
+        image.lenient, image.missing = lenient, []
         try:
-            return parse_elf(image, size)
+            found = parse(image, image.size)
         except Missing as m:
-            wanted = [(m.start, m.end)]
+            wanted = [*image.missing, (m.start, m.end)]
+        except InvalidElf:
+            if not image.missing:
+                raise
+            wanted = image.missing  # perhaps an answer given for a missing string: fetch them, then see
+        else:
+            if not image.missing:
+                return found
+            wanted = image.missing
+        finally:
+            image.lenient = False
     raise InvalidElf(f"its structures are spread over more than {MAX_PASSES} places")
+
+
+def parse_streamed(size: int, opener, image: SparseBytes | None = None) -> ElfFile:
+    """Parse the ELF image `opener()` streams (`size` bytes), keeping only
+    what the reader asks for in `image` (stream.py's sparse view of it)."""
+    check_size(size)
+    image = SparseBytes(size) if image is None else image
+    return _settle(image, [(0, HEAD), (size - TAIL, size)], opener, parse_elf)
+
+
+def names_streamed(size: int, opener, sections) -> tuple[list, int]:
+    """strings.read_names of the ELF image `opener()` streams, whose section
+    table is `sections`: one pass up to the end of the last range searched,
+    each range searched piece by piece as it streams by (strings.NameSearch);
+    only the note sections are kept whole, for their dlopen metadata."""
+    searches = [NameSearch(a, b, name) for name, a, b in string_sections(sections, size)]
+    notes = [(s.offset, s.offset + s.size) for s in note_sections(sections)]
+    image = SparseBytes(size)
+    _pass(opener, size, [(0, 16, image.put), *((a, b, image.put) for a, b in notes),
+                         *((s.start, s.end, lambda _at, data, s=s: s.feed(data)) for s in searches)])
+    names = [n for s in searches for n in s.names]
+    return [*names, *dlopen_notes(image, size, sections)], sum(s.end - s.start for s in searches)
 
 
 class WheelFiles(HostFiles):
@@ -82,6 +119,7 @@ class WheelFiles(HostFiles):
         self._file_owner: dict[str, int] = {}
         self._dir_owner: dict[str, int] = {}
         self._elf: dict[str, ElfFile | None] = {}
+        self._sections: dict[tuple[int, str], list] = {}  # of each ELF member read, for its names
         for i, wheel in enumerate(self.wheels):
             try:
                 archive = zipfile.ZipFile(wheel)
@@ -197,11 +235,48 @@ class WheelFiles(HostFiles):
         try:
             with archive.open(info) as f:
                 head = f.read(4)
-            elf = parse_streamed(info.file_size, lambda: archive.open(info)) if head == ELF_MAGIC else None
+            elf = None
+            if head == ELF_MAGIC:
+                image = SparseBytes(info.file_size)
+                elf = parse_streamed(info.file_size, lambda: archive.open(info), image)
+                # Nearly always in what the parse kept: the table at the end.
+                self._sections[member] = _settle(image, [], lambda: archive.open(info), sections_of)
         except _ZIP_ERRORS as exc:
             raise OSError(0, f"damaged wheel member: {exc}") from None
         self._elf[member] = elf
         return elf
+
+    def read_names(self, path: str) -> tuple[list, int] | str:
+        """The names in an ELF member's read-only data and its dlopen notes,
+        and the bytes searched, as for a file on disk; or why they cannot be
+        read."""
+        member = self._file(path)
+        if member is None:
+            return super().read_names(path)
+        i, rel = member
+        info, archive = self.members[i][rel], self.archives[i]
+        try:
+            if self.read_elf(path) is None:
+                return [], 0
+            return names_streamed(info.file_size, lambda: archive.open(info), self._sections[member])
+        except InvalidElf as exc:
+            return f"unreadable: {exc.reason}"
+        except OSError as exc:
+            return f"unreadable: {exc.strerror or exc}"
+        except _ZIP_ERRORS as exc:
+            return f"unreadable: damaged wheel member: {exc}"
+
+    def read_versions(self, path: str, elf: ElfFile):
+        member = self._file(path)
+        if member is None:
+            return super().read_versions(path, elf)
+        i, rel = member
+        info, archive = self.members[i][rel], self.archives[i]
+        try:
+            return _settle(SparseBytes(info.file_size), [], lambda: archive.open(info),
+                           lambda data, size: read_versions(Image(data, size, elf)), lenient=True)
+        except _ZIP_ERRORS as exc:
+            raise OSError(0, f"damaged wheel member: {exc}") from None
 
     def open(self, path: str):
         member = self._file(path)

@@ -9,7 +9,7 @@ findings are the same when their rule, file and scalar fields are.
 from __future__ import annotations
 
 from .policy import Policy
-from .rules import Finding
+from .rules import SEVERITY_RANK, Finding
 
 
 class Findings:
@@ -23,8 +23,10 @@ class Findings:
         self._items: list[Finding] = []
         self._seen: set[tuple] = set()
 
-    def add(self, rule: str, file: str, message: str, **fields) -> None:
-        severity = self.policy.severity_of(rule, self.mode)
+    def add(self, rule: str, file: str, message: str, at_most: str | None = None, **fields) -> None:
+        """`at_most`: the severity the finding gets at most, whatever the
+        policy says (a host's fault that no target suffers from)."""
+        severity = self.severity_of(rule, at_most)
         if severity is None:
             return
         if self.ignored(file):
@@ -34,6 +36,12 @@ class Findings:
             return
         self._seen.add(key)
         self._items.append(Finding(rule, severity, message, file, fields))
+
+    def severity_of(self, rule: str, at_most: str | None = None) -> str | None:
+        severity = self.policy.severity_of(rule, self.mode)
+        if severity is not None and at_most is not None and SEVERITY_RANK[severity] < SEVERITY_RANK[at_most]:
+            return at_most
+        return severity
 
     def invalid_elf(self, problems) -> None:
         """A file that cannot be read as ELF, or at all: (path, reason) pairs."""

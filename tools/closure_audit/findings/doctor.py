@@ -20,10 +20,12 @@ from ..cuda.code import capability_table, runs_on
 from ..cuda.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
 from ..cuda.release import Need, highest
 from ..host.probe import NIXOS_DRIVER_DIR, Host
+from .rules import INFO
 from .collector import Findings
 from .gpu import Kernels, verdict
 
 OK = "ok"  # a check that found nothing wrong; the other statuses are severities
+HOST_ABSENT = ("driver-missing", "gpu-not-found")  # what a host lacks, not what a target gets wrong
 
 
 @dataclass
@@ -86,6 +88,11 @@ class TargetFacts:
     def release(self) -> tuple[int, int] | None:
         need = highest(self.needs)
         return need.release if need else None
+
+    @property
+    def uses_cuda(self) -> bool:  # loads the driver, names a CUDA release, needs a runtime or holds GPU code
+        return bool(self.driver.objects or self.driver.bundled or self.needs or self.runtime_missing
+                    or self.compat or any(k.groups for k in self.gpu_code.values()))
 
 
 def _reach_fixes(driver_dir: str, host: Host) -> list[Fix]:
@@ -163,18 +170,21 @@ class DoctorJudge:
         self.findings = findings
         self.checks: list[Check] = []
         self.prefix = ""  # with several groups of targets, the group each line is about
+        self.cuda = True  # whether CUDA programs are asked about: the host alone, or a target that uses CUDA
 
     def line(self, check: str, message: str, rule: str | None = None, file: str = "", fixes=(),
              evidence: list[Need] | None = None, **fields):
         """Record a check; with a rule, also a finding whose severity (after the
-        policy) is the check's status."""
-        status = OK
+        policy, and at most info for a host's lack no target suffers) is the check's status."""
+        status, at_most = OK, None
+        if rule in HOST_ABSENT and not self.cuda:
+            at_most, message = INFO, f"{message}; no target uses CUDA"
         message = self.prefix + message
         if rule is not None:
-            status = self.findings.policy.severity_of(rule, self.findings.mode) or OK
+            status = self.findings.severity_of(rule, at_most) or OK
             if evidence is not None:
                 fields["evidence"] = [n.to_json() for n in evidence]
-            self.findings.add(rule, file or self.host.root, message,
+            self.findings.add(rule, file or self.host.root, message, at_most=at_most,
                               fixes=[f.to_json() for f in fixes], **fields)
         self.checks.append(Check(check, status, message, fixes=list(fixes), rule=rule, evidence=evidence))
 
@@ -461,6 +471,7 @@ def judge_doctor(host: Host, targets: list[TargetFacts], findings: Findings) -> 
     for each group of targets (store paths, trees), each line named by its
     group when there are several."""
     judge = DoctorJudge(host, findings)
+    judge.cuda = not targets or any(t.uses_cuda for t in targets)
     judge.host_kind()
     users = []
     for target in targets or [None]:

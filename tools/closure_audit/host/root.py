@@ -164,6 +164,12 @@ class RootFiles:
     def read_elf(self, path: str):
         return self._files.read_elf(self._here(path))
 
+    def read_names(self, path: str):
+        return self._files.read_names(self._here(path))
+
+    def read_versions(self, path: str, elf):
+        return self._files.read_versions(self._here(path), elf)
+
     def open(self, path: str):
         return self._files.open(self._here(path))
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from ..elf.reader import ElfFile, InvalidElf
 from ..elf.records import DT_FLAGS, DT_VERDEF
 from ..elf.symbols import Symbols, gnu_hash
-from ..elf.versions import NO_VERSIONS, Image, Versions, newest_of_family, read_versions
+from ..elf.versions import NO_VERSIONS, Image, Versions, newest_of_family
 from .model import Chain, LoadedObject
 
 DF_BIND_NOW, DF_1_NOW = 0x8, 0x1
@@ -58,7 +58,7 @@ class Tables:
             found = NO_VERSIONS
             if elf.dynamic:
                 try:
-                    found = read_versions(self._image(path, elf))
+                    found = self.files.read_versions(path, elf)
                 except (InvalidElf, OSError) as exc:
                     self.problems[path] = getattr(exc, "reason", None) or str(exc)
             self._versions[path] = found

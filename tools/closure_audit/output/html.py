@@ -15,6 +15,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from html import escape
@@ -46,7 +47,7 @@ class Picture:
     name: str
     closure: Closure
     closure_size: int  # of the roots together
-    added: dict[str, int]  # every path reachable from the roots
+    added: Mapping[str, int]  # every path reachable from the roots
     dominators: dict[str, str | None]  # immediate dominator; None under the roots
     findings: list[Finding] = field(default_factory=list)  # about this closure
     verdict: bool | None = None  # the gate's: passed or not; None without budgets
@@ -60,7 +61,7 @@ def gate_pictures(results, findings: list[Finding]) -> list[Picture]:
             for r in results]
 
 
-def closure_picture(closure: Closure, added: dict[str, int], dominators, findings: list[Finding]) -> Picture:
+def closure_picture(closure: Closure, added: Mapping[str, int], dominators, findings: list[Finding]) -> Picture:
     """The picture of one closure judged on its own, named by its roots."""
     roots = [name_part(r) for r in closure.roots]
     name = ", ".join(roots[:3]) + (f" and {len(roots) - 3} more" if len(roots) > 3 else "")

@@ -82,8 +82,8 @@ def audit(targets: list[str], policy, root: str | None = None,
     the file's directory the host's. `host_root`: where the host's files lie
     (doctor's --host-root): its ld.so.conf and default directories.
     `symbols`: check the undefined symbols of objects bound at load time too."""
-    # The library names in read-only data are searched while the walk goes on
-    # (in files on disk: a wheel's members are read for their ELF facts only).
+    # The library names in read-only data of files on disk are searched while
+    # the walk goes on; a wheel's members, streamed, after it.
     names = NameReader()
     try:
         walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
@@ -104,9 +104,9 @@ def audit(targets: list[str], policy, root: str | None = None,
     loader = ld.Loader(env, known=walked.scan.elf, files=files)
     resolved = resolve(loader, walked.scan.elf)
     read = names.results()
-    for path in walked.scan.elf:
-        if path not in read and not os.path.isfile(path):
-            read[path] = ([], 0)  # a wheel's member: no names read (docs/internals/loader.md)
+    for path, elf in walked.scan.elf.items():
+        if path not in read and not os.path.isfile(path):  # a wheel's member
+            read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
     processes, unread = [], []
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)

@@ -8,6 +8,7 @@ import os
 import sys
 from collections import defaultdict
 
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -52,10 +53,37 @@ def _reader_gone():
 
 class _Table(Table):
     """A table whose cells fold where a terminal is too narrow, never losing
-    characters: a store path or a name cut short names something else."""
+    characters: a store path or a name cut short names something else. Its
+    lines end with their last character: rich pads the title and the last
+    column to the table's width, spaces a log or a diff would keep."""
 
     def add_column(self, *args, overflow="fold", **kwargs) -> None:
         super().add_column(*args, overflow=overflow, **kwargs)
+
+    def __rich_console__(self, console, options):
+        return trimmed(super().__rich_console__(console, options))
+
+
+def trimmed(segments):
+    """Rendered lines without the spaces they end with."""
+    for line in Segment.split_lines(segments):
+        while line and not line[-1].control and not line[-1].text.rstrip(" "):
+            line.pop()
+        if line and not line[-1].control:
+            line[-1] = Segment(line[-1].text.rstrip(" "), line[-1].style)
+        yield from line
+        yield Segment.line()
+
+
+class _Trimmed:
+    """Text whose lines, wrapped where a terminal is narrow, end with their
+    last character: rich leaves the space it wrapped at."""
+
+    def __init__(self, text: Text):
+        self.text = text
+
+    def __rich_console__(self, console, options):
+        return trimmed(console.render(self.text, options))
 
 
 def plural(n: int, word: str) -> str:
@@ -69,7 +97,7 @@ def header(console, command: str, mode: str, targets: list[str]) -> None:
     if targets:
         head.append(" · ")
         head.append(", ".join(printable(t) for t in targets), style="bold")
-    console.print(head)
+    console.print(_Trimmed(head))
 
 
 def counts(findings) -> Text:

@@ -9,13 +9,13 @@ import os
 import re
 from collections import defaultdict
 
-from rich.table import Table
 from rich.text import Text
 
 from ...findings.rules import ERROR, INFO
 from ...loader.preloads import site_dirs
 from ...util import under
 from ..text import printable
+from . import _Table
 
 CONDITIONAL, STALE = "preloaded-library", "runpath-stale-dir"
 # Per-component directories of NVIDIA's CUDA 12 wheels (CUDA 13 shares nvidia/cu13/lib).
@@ -44,12 +44,12 @@ def conditional_blocks(console, findings, short) -> None:
         by[f.fields.get("process") or "?"].append(f)
     for process, items in sorted(by.items()):
         loaders = sorted({f.fields.get("loaded_by") or "an earlier module" for f in items})
-        table = Table(title=Text.assemble((process, "bold"), f" · {len(items)} need{'s' * (len(items) != 1)} "
+        table = _Table(title=Text.assemble((process, "bold"), f" · {len(items)} need{'s' * (len(items) != 1)} "
                                           f"loaded from the tree only because {', '.join(loaders)} loads them "
                                           f"first", ("  preloaded-library · warning", "dim")),
                       title_justify="left", header_style="dim", pad_edge=False, box=None)
         for column in ("library", "when", "needed by", "on its own"):
-            table.add_column(column, overflow="fold")
+            table.add_column(column)
         for f in items:
             host = f.fields.get("host_path")
             table.add_row(printable(f.fields["needed"]), printable(f.fields.get("trigger") or ""), short(f.file),
