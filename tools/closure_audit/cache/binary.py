@@ -3,9 +3,10 @@
 The cache's `nix-cache-info` says which store it holds; each path's
 `<hash part>.narinfo` gives its NAR size, NAR hash and references. The
 closure is walked breadth-first with up to `workers` narinfo requests in
-flight, all driven from one thread (flight.py, transport.py). Every narinfo is checked
-before it is used: it parses strictly, describes the path that was asked for,
-and, where trusted keys are given, carries a valid signature by one of them.
+flight, all driven from one thread (flight.py, transport.py). Every narinfo
+is checked before it is used: it parses strictly, describes the path that
+was asked for, and, where trusted keys are given, carries a valid signature
+by one of them.
 Anything else stops the walk with a one-line ClosureError naming the path:
 a closure read from a cache is either complete and right, or not read.
 
@@ -185,9 +186,9 @@ class BinaryCache:
     @contextmanager
     def writing_behind(self):
         """While a walk runs, narinfos are written to the local cache on a
-        thread of their own, all of them before this returns: creating a file
-        takes from 0.03 to 0.5 ms of system time here, which on the event loop
-        would hold back every request in flight."""
+        thread of their own, all of them before this returns: making a file
+        takes from 0.02 to 0.8 ms of system time (docs/engineering/speed.md),
+        which on the event loop would hold back every request in flight."""
         if self.local_dir is None:
             yield
             return

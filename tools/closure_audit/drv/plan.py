@@ -11,9 +11,10 @@ Nix's own rule (`queryMissing`, what `nix-build --dry-run` prints):
 
 Substituters are asked in priority order (nix-cache-info's Priority, lower
 first, then as given); the first that has a path gives it. Lookups run
-concurrently on one event loop as the walk reaches them (cache/flight.py), so a path below a fetched
-one is never asked about, as with Nix. A cache that cannot be read stops the
-walk (ClosureError): it is never taken as "missing".
+concurrently on one event loop (cache/flight.py) as the walk reaches them,
+so a path below a fetched one is never asked about, as with Nix. A cache
+that cannot be read stops the walk (ClosureError): it is never taken as
+"missing".
 
 A root cause is a derivation to build none of whose input derivations is
 built: where the rebuild starts. Every other one is built `because` of its
