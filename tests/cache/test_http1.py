@@ -313,3 +313,13 @@ def test_a_failed_walk_leaves_nothing_running(serve, caplog):
     gc.collect()
     assert transport._pool is None
     assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
+
+
+def test_a_walk_driven_where_an_event_loop_already_runs(serve):
+    """The library called from code that runs its own loop (a notebook):
+    the walk gets a loop on a thread of its own, and the same answers."""
+    server = serve(lambda n, path: [sized(path.encode())])
+
+    async def caller():
+        return fetch_all(server.url, ["a", "b"])
+    assert asyncio.run(caller()) == {"a": b"/cache/a", "b": b"/cache/b"}

@@ -6,11 +6,14 @@ touches its own state: no locks, no thread per request.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 
 def drive(walk, transports) -> object:
     """Run the coroutine `walk` on a new event loop and return its result;
-    the transports' connections are closed before the loop is."""
+    the transports' connections are closed before the loop is. Called where
+    a loop already runs (the library used from a notebook), the new loop
+    runs on a thread of its own, as one thread runs one loop."""
     async def main():
         try:
             return await walk
@@ -18,7 +21,12 @@ def drive(walk, transports) -> object:
             for t in transports:
                 t.aclose()
             await asyncio.sleep(0)  # the closed connections' last callbacks
-    return asyncio.run(main())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with ThreadPoolExecutor(1, thread_name_prefix="walk") as thread:
+        return thread.submit(asyncio.run, main()).result()
 
 
 class InFlight:
