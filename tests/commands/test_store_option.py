@@ -11,9 +11,12 @@ import os
 import random
 import re
 import shutil
+import sqlite3
 import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,7 @@ from nixstore import NIX_FLAGS, needs_nix, nix_build, path_info
 from closures import FIXTURE, NEWER
 
 from closure_audit.cache.binary import BinaryCache
+from closure_audit.cache.kept import FILE as KEPT
 from closure_audit.errors import ClosureError
 
 pytestmark = needs_nix
@@ -288,25 +292,38 @@ def test_signatures(store, caches, server):
 
 # -- the local narinfo cache ----------------------------------------------------------------------
 
+def kept_rows(xdg) -> dict[str, str]:
+    """The local narinfo cache, read with SQLite itself: hash part -> text."""
+    with sqlite3.connect(xdg / "closure-audit" / KEPT) as db:
+        return dict(db.execute("SELECT hash, text FROM narinfo"))
+
+
 def test_narinfos_are_kept_between_runs(store, server, tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
     n = len(path_info(store["torch"]))
     cli_json("size", store["torch"], "--store", server.url, env=env)
     fetched = sum(v for k, v in server.requests.items() if k.endswith(".narinfo"))
     assert fetched == n
+    # One file holds them all, each as the server sent it.
+    assert KEPT in os.listdir(tmp_path / "xdg" / "closure-audit")
+    assert set(os.listdir(tmp_path / "xdg" / "closure-audit")) <= {KEPT, KEPT + "-wal", KEPT + "-shm"}
+    magma = narinfo_name(store["magma"])
+    rows = kept_rows(tmp_path / "xdg")
+    assert len(rows) == n and rows[magma[:32]] == (Path(server.root) / magma).read_text()
     server.requests.clear()
     _, again = cli_json("size", store["torch"], "--store", server.url, env=env)
     assert not any(k.endswith(".narinfo") for k in server.requests)
     assert again["summary"]["paths"] == n
     cli_json("size", store["torch"], "--store", server.url, "--refresh", env=env)
     assert sum(v for k, v in server.requests.items() if k.endswith(".narinfo")) == n
-    # A damaged copy is fetched again, never used.
-    kept = next((tmp_path / "xdg" / "closure-audit").rglob(narinfo_name(store["magma"])))
-    kept.write_text("StorePath: /nix/store/broken\n")
-    server.requests.clear()
-    _, again = cli_json("size", store["torch"], "--store", server.url, "--all", env=env)
-    assert server.requests[narinfo_name(store["magma"])] == 1
-    assert again["summary"]["paths"] == n and kept.read_text().startswith(f"StorePath: {store['magma']}\n")
+    # A damaged copy, or one of another path, is fetched again and replaced, never used.
+    for damage in ("StorePath: /nix/store/broken\n", rows[narinfo_name(store["d"])[:32]]):
+        with sqlite3.connect(tmp_path / "xdg" / "closure-audit" / KEPT) as db:
+            db.execute("UPDATE narinfo SET text = ? WHERE hash = ?", (damage, magma[:32]))
+        server.requests.clear()
+        _, again = cli_json("size", store["torch"], "--store", server.url, "--all", env=env)
+        assert server.requests[magma] == 1 and sum(server.requests.values()) == 2  # and nix-cache-info
+        assert again["summary"]["paths"] == n and kept_rows(tmp_path / "xdg")[magma[:32]] == rows[magma[:32]]
     # Signatures are checked on what is kept too.
     fails_closed(["size", store["torch"], "--store", server.url, "--trusted-public-keys",
                   "x:" + "A" * 43 + "="], "untrusted", env=env)
@@ -318,11 +335,51 @@ def test_concurrent_runs_share_the_cache(store, server, tmp_path):
     with ThreadPoolExecutor(4) as pool:
         runs = list(pool.map(lambda _: run_cli("size", store["torch"], "--all", "--json", "--store", server.url,
                                                 "--refresh", env=env), range(4)))
-    assert all(p.returncode == 0 for p in runs), [p.stderr for p in runs]
+    assert all(p.returncode == 0 and not p.stderr for p in runs), [p.stderr for p in runs]
     assert len({p.stdout for p in runs}) == 1
-    kept = list((tmp_path / "xdg" / "closure-audit").rglob("*"))
-    assert not [k for k in kept if k.name.endswith(".tmp")]
-    assert len([k for k in kept if k.name.endswith(".narinfo")]) == len(path_info(store["torch"]))
+    rows = kept_rows(tmp_path / "xdg")
+    assert len(rows) == len(path_info(store["torch"]))
+    assert all(text == (Path(server.root) / f"{h}.narinfo").read_text() for h, text in rows.items())
+
+
+@pytest.mark.parametrize("damage", ["read-only", "garbage", "locked"])
+def test_a_cache_that_cannot_be_used_only_slows_runs(store, server, tmp_path, damage):
+    """A local cache that cannot be written, is not a database, or is held
+    by another run's transaction: the run fetches, answers right, says
+    nothing, and the next run does too."""
+    xdg = tmp_path / "xdg"
+    env = {"XDG_CACHE_HOME": str(xdg)}
+    _, want = cli_json("size", store["torch"], "--store", server.url, "--all", env={"XDG_CACHE_HOME": str(tmp_path / "o")})
+    n = len(path_info(store["torch"]))
+    (xdg / "closure-audit").mkdir(parents=True)
+    holder = None
+    if damage == "garbage":
+        (xdg / "closure-audit" / KEPT).write_bytes(b"not a database\n" * 100)
+    elif damage == "read-only":
+        os.chmod(xdg / "closure-audit", 0o555)
+    else:
+        cli_json("size", store["torch"], "--store", server.url, "--all", "--refresh", env=env)
+        holder = sqlite3.connect(xdg / "closure-audit" / KEPT, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+    # Root writes anywhere: without its capabilities, it is only the directory's owner (r-x).
+    bare = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if os.geteuid() == 0 else []
+    try:
+        for refresh in (["--refresh"], [], []):
+            server.requests.clear()
+            p = subprocess.run([*bare, sys.executable, "-m", "closure_audit", "size", store["torch"], "--store",
+                                server.url, "--all", "--json", *refresh], capture_output=True, text=True,
+                               env={**os.environ, **env}, timeout=120)
+            assert p.returncode == 0 and p.stderr == "" and json.loads(p.stdout) == want, p.stderr
+            fetched = sum(v for k, v in server.requests.items() if k.endswith(".narinfo"))
+            assert fetched == (n if refresh or damage != "locked" else 0)
+    finally:
+        if holder is not None:
+            holder.close()
+        os.chmod(xdg / "closure-audit", 0o755)
+    if damage == "garbage":
+        assert (xdg / "closure-audit" / KEPT).read_bytes() == b"not a database\n" * 100
+    elif damage == "read-only":
+        assert os.listdir(xdg / "closure-audit") == []
 
 
 def test_library_errors_name_the_path(store, server):

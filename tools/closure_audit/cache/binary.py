@@ -10,24 +10,22 @@ by one of them.
 Anything else stops the walk with a one-line ClosureError naming the path:
 a closure read from a cache is either complete and right, or not read.
 
-Narinfos already fetched are kept under $XDG_CACHE_HOME/closure-audit/, one
-file per path, written atomically (a temporary file renamed into place), so
-concurrent runs never see half a file; `refresh` ignores what is there. What
-is kept is re-checked on every read, signatures included.
+Narinfos already fetched are kept in the local narinfo cache (kept.py), one
+SQLite file under $XDG_CACHE_HOME/closure-audit/ that runs at the same time
+share; `refresh` ignores what is there. What is kept is re-checked on every
+read, signatures included.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
 from ..nix.storepath import hash_part, is_store_basename
+from .kept import KeptNarinfos
 from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
@@ -58,15 +56,9 @@ class BinaryCache:
         self.trusted_keys = trusted_keys
         self.refresh = refresh
         # A local cache of a local directory would only copy it.
-        self.local_dir = None if self.transport.local else os.path.join(
-            cache_dir or default_cache_dir(), "narinfo", hashlib.sha256(self.url.encode()).hexdigest()[:20])
+        self.kept = None if self.transport.local else KeptNarinfos(cache_dir or default_cache_dir(), self.url)
         self._info: CacheInfo | None = None
         self.known: dict[str, NarInfo] = {}  # checked in this run
-        # A local cache that is not there yet holds nothing: no narinfo is looked for in it (a cold run
-        # would otherwise fail to open one file per narinfo).
-        self._dir_made = self.local_dir is not None and os.path.isdir(self.local_dir)
-        self._had_dir = self._dir_made
-        self._writer: ThreadPoolExecutor | None = None
 
     # -- nix-cache-info ------------------------------------------------------------
 
@@ -127,7 +119,7 @@ class BinaryCache:
         if known is not None:
             return known
         store = self.info(path).store_dir
-        text = None if self.refresh else self._cached(hash_part(path))
+        text = None if self.refresh or self.kept is None else self.kept.get(hash_part(path))
         if text is None:
             return None
         try:
@@ -151,10 +143,8 @@ class BinaryCache:
             raise ClosureError(f"{path}: the binary cache {self.url} answers with the narinfo of "
                                f"{info.store_path} instead")
         self._trusted(path, info)
-        if self._writer is not None:
-            self._writer.submit(self._keep, hash_part(path), text)
-        else:
-            self._keep(hash_part(path), text)
+        if self.kept is not None:
+            self.kept.keep(hash_part(path), text)
         return info
 
     def _not_fetched(self, path: str, referrer: str | None, missing_ok: bool, exc: Exception) -> None:
@@ -174,57 +164,11 @@ class BinaryCache:
         self.known[path] = info
         return info
 
-    def _cached(self, key: str) -> str | None:
-        if not self._had_dir:
-            return None
-        try:
-            with open(os.path.join(self.local_dir, f"{key}.narinfo"), encoding="utf-8") as f:
-                return f.read()
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    @contextmanager
     def writing_behind(self):
         """While a walk runs, narinfos are written to the local cache on a
-        thread of their own, all of them before this returns: making a file
-        takes from 0.02 to 0.8 ms of system time (docs/engineering/speed.md),
-        which on the event loop would hold back every request in flight."""
-        if self.local_dir is None:
-            yield
-            return
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="narinfo-cache")
-        try:
-            yield
-        finally:
-            self._writer.shutdown()
-            self._writer = None
-
-    def _keep(self, key: str, text: str) -> None:
-        """Write atomically, to a name of this process and thread renamed
-        into place: runs at the same time never read half a file. (mkstemp's
-        random names and a text stream cost twice the system time, which
-        over a walk of 2,000 narinfos was a fifth of why-build's time.) A
-        cache that cannot be written is only slower."""
-        if self.local_dir is None:
-            return
-        tmp = os.path.join(self.local_dir, f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            if not self._dir_made:
-                os.makedirs(self.local_dir, exist_ok=True)
-                self._dir_made = True
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            try:
-                data = memoryview(text.encode("utf-8"))
-                while data:
-                    data = data[os.write(fd, data):]
-            finally:
-                os.close(fd)
-            os.replace(tmp, os.path.join(self.local_dir, f"{key}.narinfo"))
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        thread of their own, all of them before this returns: a write
+        on the event loop would hold back every request in flight."""
+        return nullcontext() if self.kept is None else self.kept.writing_behind()
 
     # -- closures ------------------------------------------------------------------------
 
@@ -271,3 +215,5 @@ class BinaryCache:
 
     def close(self) -> None:
         self.transport.close()
+        if self.kept is not None:
+            self.kept.close()
