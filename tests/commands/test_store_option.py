@@ -342,7 +342,7 @@ def test_concurrent_runs_share_the_cache(store, server, tmp_path):
     assert all(text == (Path(server.root) / f"{h}.narinfo").read_text() for h, text in rows.items())
 
 
-@pytest.mark.parametrize("damage", ["read-only", "garbage", "locked"])
+@pytest.mark.parametrize("damage", ["read-only", "read-only, kept", "garbage", "locked"])
 def test_a_cache_that_cannot_be_used_only_slows_runs(store, server, tmp_path, damage):
     """A local cache that cannot be written, is not a database, or is held
     by another run's transaction: the run fetches, answers right, says
@@ -355,7 +355,9 @@ def test_a_cache_that_cannot_be_used_only_slows_runs(store, server, tmp_path, da
     holder = None
     if damage == "garbage":
         (xdg / "closure-audit" / KEPT).write_bytes(b"not a database\n" * 100)
-    elif damage == "read-only":
+    elif damage.startswith("read-only"):
+        if damage.endswith("kept"):
+            cli_json("size", store["torch"], "--store", server.url, "--all", env=env)
         os.chmod(xdg / "closure-audit", 0o555)
     else:
         cli_json("size", store["torch"], "--store", server.url, "--all", "--refresh", env=env)
@@ -371,15 +373,15 @@ def test_a_cache_that_cannot_be_used_only_slows_runs(store, server, tmp_path, da
                                env={**os.environ, **env}, timeout=120)
             assert p.returncode == 0 and p.stderr == "" and json.loads(p.stdout) == want, p.stderr
             fetched = sum(v for k, v in server.requests.items() if k.endswith(".narinfo"))
-            assert fetched == (n if refresh or damage != "locked" else 0)
+            assert fetched == (0 if damage == "locked" and not refresh else n)
     finally:
         if holder is not None:
             holder.close()
         os.chmod(xdg / "closure-audit", 0o755)
     if damage == "garbage":
         assert (xdg / "closure-audit" / KEPT).read_bytes() == b"not a database\n" * 100
-    elif damage == "read-only":
-        assert os.listdir(xdg / "closure-audit") == []
+    elif damage.startswith("read-only"):
+        assert os.listdir(xdg / "closure-audit") == ([KEPT] if damage.endswith("kept") else [])
 
 
 def test_library_errors_name_the_path(store, server):

@@ -103,6 +103,8 @@ class KeptNarinfos:
             self._behind = None
 
     def _write(self, batch: list[tuple[str, str, str]]) -> None:
+        if not self._writable:  # a batch queued before an earlier one failed
+            return
         try:
             if self._writer is None:
                 self._writer = self._create()
