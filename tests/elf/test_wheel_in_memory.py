@@ -17,6 +17,8 @@ from closure_audit.elf import wheel as wheelmod
 from closure_audit.elf.reader import InvalidElf, read_elf
 from closure_audit.elf.strings import NameSearch, names_in, read_names
 from closure_audit.elf.files import HostFiles
+from closure_audit.elf.symbols import Symbols
+from closure_audit.loader.symbols import name_hash
 from closure_audit.elf.wheel import WheelFiles, parse_streamed
 
 
@@ -237,6 +239,40 @@ def test_member_names_and_versions_are_those_of_the_file_on_disk(build, tmp_path
     assert [n.text for n in read_names(str(opener))[0]] == ["libfoo.so.1"]
     assert "libfoo.so.1" in [n.text for n in read_names(str(bare))[0]]
     assert read_names(str(bare))[1] == bare.stat().st_size
+
+
+def test_symbol_tables_are_read_from_a_members_dynamic_tables_alone(build, tmp_path):
+    """`--symbols` reads of a member only its dynamic tables, packed, where
+    its section table shows them: the same symbols, versions and lookups as
+    the file on disk. Without a section table, the whole member."""
+    opener = build.lib("lib/libopener.so", code=OPENS % '"libfoo.so.1"')
+    bare = tmp_path / "libbare.so"
+    bare.write_bytes(without_section_table(opener.read_bytes()))
+    host = sorted(p for p in glob.glob("/usr/lib/x86_64-linux-gnu/*.so*") if os.path.isfile(p)
+                  and os.path.getsize(p) < 8 << 20 and open(p, "rb").read(4) == b"\x7fELF")
+    paths = [str(opener), str(bare)] + random.Random(7).sample(host, min(10, len(host)))
+    archive = make_wheel(tmp_path / "sym.whl", {f"m{i}": open(p, "rb").read() for i, p in enumerate(paths)})
+    files, disk = WheelFiles([str(archive)]), HostFiles()
+    packed = []
+    try:
+        for i, p in enumerate(paths):
+            member, elf = f"{archive}/m{i}", read_elf(p)
+            if not elf.dynamic:
+                continue
+            versions = disk.read_versions(p, elf)
+            whole, head = disk.read_image(p, elf), files.read_image(member, files.read_elf(member))
+            a, b = Symbols(p, whole, versions, elf.elf_class), Symbols(member, head, versions, elf.elf_class)
+            assert b.count() == a.count() and b.undefined() == a.undefined(), p
+            for k in range(a.count()):
+                assert b.entry(k) == a.entry(k), p
+                name = whole.string(a.entry(k)[0], "symbol name")
+                assert b.defines(name, None, name_hash(name)) == a.defines(name, None, name_hash(name)), (p, name)
+            packed.append(head.size < whole.size)
+            whole.close()
+    finally:
+        files.close()
+    assert packed[1] is False  # no section table: read whole
+    assert sum(packed) >= 5
 
 
 # The object opens a library from its constructor, as the CUDA runtime opens

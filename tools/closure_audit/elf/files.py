@@ -54,6 +54,12 @@ class HostFiles:
         finally:
             image.close()
 
+    def read_image(self, path: str, elf: ElfFile):
+        """The bytes symbol lookups read (elf/versions.py's Image), mapped."""
+        from .versions import Image
+
+        return Image.open(self, path, elf)
+
     def open(self, path: str):
         return open(path, "rb")
 

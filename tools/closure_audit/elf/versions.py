@@ -42,8 +42,8 @@ NO_VERSIONS = Versions((), frozenset(), {})
 
 class Image:
     """The bytes of one file, mapped read-only (a wheel's member: its sparse
-    view for the version tables, read whole for `--symbols`), with the ELF
-    file's byte order."""
+    view for the version tables, its head with the dynamic tables for
+    `--symbols`), with the ELF file's byte order."""
 
     def __init__(self, data, size: int, elf: ElfFile):
         self.data = data

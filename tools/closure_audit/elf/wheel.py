@@ -27,6 +27,7 @@ from collections.abc import Callable
 from ..errors import TargetError
 from .files import HostFiles
 from .reader import ELF_MAGIC, ElfFile, InvalidElf, check_size, parse_elf
+from .records import DT_STRSZ, DT_STRTAB, DYNAMIC_TABLES
 from .stream import Missing, SparseBytes
 from .versions import Image, read_versions
 from .strings import NameSearch, dlopen_notes, note_sections, sections_of, string_sections
@@ -82,6 +83,23 @@ def _settle(image: SparseBytes, wanted: list[tuple[int, int]], opener, parse, le
         finally:
             image.lenient = False
     raise InvalidElf(f"its structures are spread over more than {MAX_PASSES} places")
+
+
+def _dynamic_tables(sections, dynamic: dict) -> dict[int, tuple[int, int]] | None:
+    """tag -> (start, end) of each dynamic table the file has, when a section
+    starts where each one does (and the string table's DT_STRSZ fits its
+    section); None when one is not shown so, or there is no section table."""
+    whole = {s.offset: s.offset + s.size for s in sections or ()}
+    out = {}
+    for tag in DYNAMIC_TABLES:
+        at = dynamic.get(tag)
+        if at is None:
+            continue
+        stop = whole.get(at)
+        if stop is None or (tag == DT_STRTAB and at + dynamic.get(DT_STRSZ, 0) > stop):
+            return None
+        out[tag] = (at, stop)
+    return out or None
 
 
 def parse_streamed(size: int, opener, image: SparseBytes | None = None) -> ElfFile:
@@ -277,6 +295,41 @@ class WheelFiles(HostFiles):
                            lambda data, size: read_versions(Image(data, size, elf)), lenient=True)
         except _ZIP_ERRORS as exc:
             raise OSError(0, f"damaged wheel member: {exc}") from None
+
+    def read_image(self, path: str, elf: ElfFile) -> Image:
+        """Of a member, only its dynamic symbol, string, hash and version
+        tables (symbol lookups read nothing else), packed together, the
+        dynamic entries pointing into the pack: where patchelf moved the
+        strings to the end, libtorch_cpu's tables are 8 MB of 446. A member
+        whose section table does not show each table whole is read whole."""
+        member = self._file(path)
+        if member is None:
+            return super().read_image(path, elf)
+        i, rel = member
+        info, archive = self.members[i][rel], self.archives[i]
+        dynamic = dict(elf.dynamic)
+        ranges = _dynamic_tables(self._sections.get(member), dynamic)
+        placed, pieces = {}, []
+        try:
+            if ranges is not None:
+                kept = SparseBytes(info.file_size)
+                _pass(lambda: archive.open(info), info.file_size, [(a, b, kept.put) for a, b in ranges.values()])
+                for a, b in sorted(set(ranges.values())):
+                    placed[a] = sum(map(len, pieces))
+                    pieces.append(kept[a:b])
+            else:
+                with archive.open(info) as f:
+                    pieces.append(f.read())
+        except Missing:  # a table past the member's end: the loader's own reading of it is judged elsewhere
+            with archive.open(info) as f:
+                placed, pieces, ranges = {}, [f.read()], None
+        except _ZIP_ERRORS as exc:
+            raise OSError(0, f"damaged wheel member: {exc}") from None
+        data = b"".join(pieces)
+        image = Image(data, len(data), elf)
+        if ranges is not None:
+            image.dynamic.update({tag: placed[a] for tag, (a, _b) in ranges.items()})
+        return image
 
     def open(self, path: str):
         member = self._file(path)

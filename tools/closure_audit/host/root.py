@@ -170,6 +170,9 @@ class RootFiles:
     def read_versions(self, path: str, elf):
         return self._files.read_versions(self._here(path), elf)
 
+    def read_image(self, path: str, elf):
+        return self._files.read_image(self._here(path), elf)
+
     def open(self, path: str):
         return self._files.open(self._here(path))
 

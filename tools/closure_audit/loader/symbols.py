@@ -49,7 +49,7 @@ class Tables:
     def _image(self, path: str, elf: ElfFile) -> Image:
         image = self._images.get(path)
         if image is None:
-            image = self._images[path] = Image.open(self.files, path, elf)
+            image = self._images[path] = self.files.read_image(path, elf)
         return image
 
     def versions(self, path: str, elf: ElfFile) -> Versions:
