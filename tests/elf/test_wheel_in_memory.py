@@ -205,6 +205,20 @@ def test_names_searched_in_pieces_are_those_of_the_whole():
     assert any(names_in(w + b"\0", 0, len(w) + 1, ".rodata") for w in words)
 
 
+def members_wheel(build, tmp_path, seed: int, host_libraries: int):
+    """A wheel of ELF members m0, m1, ...: a library that opens libfoo.so.1,
+    the same without its section table, and a sample of this machine's
+    libraries. Returns the first two, every member's file, the wheel."""
+    opener = build.lib("lib/libopener.so", code=OPENS % '"libfoo.so.1"')
+    bare = tmp_path / "libbare.so"
+    bare.write_bytes(without_section_table(opener.read_bytes()))
+    host = sorted(p for p in glob.glob("/usr/lib/x86_64-linux-gnu/*.so*") if os.path.isfile(p)
+                  and os.path.getsize(p) < 8 << 20 and open(p, "rb").read(4) == b"\x7fELF")
+    paths = [str(opener), str(bare)] + random.Random(seed).sample(host, min(host_libraries, len(host)))
+    archive = make_wheel(tmp_path / "members.whl", {f"m{i}": open(p, "rb").read() for i, p in enumerate(paths)})
+    return opener, bare, paths, archive
+
+
 @pytest.mark.parametrize("chunk", [wheelmod.CHUNK, 1000])
 def test_member_names_and_versions_are_those_of_the_file_on_disk(build, tmp_path, monkeypatch, chunk):
     """Every ELF file, streamed out of a deflated member: the same names,
@@ -212,13 +226,7 @@ def test_member_names_and_versions_are_those_of_the_file_on_disk(build, tmp_path
     that cut names and sections anywhere (chunk 1000), and the same symbol
     version tables, from what the member's passes kept, never the whole."""
     monkeypatch.setattr(wheelmod, "CHUNK", chunk)
-    opener = build.lib("lib/libopener.so", code=OPENS % '"libfoo.so.1"')
-    bare = tmp_path / "libbare.so"
-    bare.write_bytes(without_section_table(opener.read_bytes()))
-    host = sorted(p for p in glob.glob("/usr/lib/x86_64-linux-gnu/*.so*") if os.path.isfile(p)
-                  and os.path.getsize(p) < 8 << 20 and open(p, "rb").read(4) == b"\x7fELF")
-    paths = [str(opener), str(bare)] + random.Random(6).sample(host, min(12, len(host)))
-    archive = make_wheel(tmp_path / "all.whl", {f"m{i}": open(p, "rb").read() for i, p in enumerate(paths)})
+    opener, bare, paths, archive = members_wheel(build, tmp_path, seed=6, host_libraries=12)
     files = WheelFiles([str(archive)])
     monkeypatch.setattr(files, "open", None)  # a member is never read whole
     tables = 0
@@ -245,13 +253,7 @@ def test_symbol_tables_are_read_from_a_members_dynamic_tables_alone(build, tmp_p
     """`--symbols` reads of a member only its dynamic tables, packed, where
     its section table shows them: the same symbols, versions and lookups as
     the file on disk. Without a section table, the whole member."""
-    opener = build.lib("lib/libopener.so", code=OPENS % '"libfoo.so.1"')
-    bare = tmp_path / "libbare.so"
-    bare.write_bytes(without_section_table(opener.read_bytes()))
-    host = sorted(p for p in glob.glob("/usr/lib/x86_64-linux-gnu/*.so*") if os.path.isfile(p)
-                  and os.path.getsize(p) < 8 << 20 and open(p, "rb").read(4) == b"\x7fELF")
-    paths = [str(opener), str(bare)] + random.Random(7).sample(host, min(10, len(host)))
-    archive = make_wheel(tmp_path / "sym.whl", {f"m{i}": open(p, "rb").read() for i, p in enumerate(paths)})
+    _opener, _bare, paths, archive = members_wheel(build, tmp_path, seed=7, host_libraries=10)
     files, disk = WheelFiles([str(archive)]), HostFiles()
     packed = []
     try:
