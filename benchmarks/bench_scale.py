@@ -58,7 +58,8 @@ MILLION, MILLION_S, MILLION_MB = 1_000_000, 20.0, 4096.0  # --million: every com
 def dump(n: int, closure_size: bool, fmt: str = "object", variant: str = "old", depth: str = "shallow") -> Path:
     d = CACHE / "dumps"
     d.mkdir(parents=True, exist_ok=True)
-    f = d / f"{n}-{'cs' if closure_size else 'plain'}-{fmt}-{variant}{'-deep' if depth == 'deep' else ''}.json"
+    # ".v2": the paths in Nix's order (a cache of earlier dumps, in the order generated, is not read).
+    f = d / f"{n}-{'cs' if closure_size else 'plain'}-{fmt}-{variant}{'-deep' if depth == 'deep' else ''}.v2.json"
     if not f.exists():
         print(f"generating {f.name} ...", file=sys.stderr)
         tmp = f.with_suffix(".tmp")

@@ -223,6 +223,7 @@ def dump(n: int, seed: int = 1, closure_size: bool = False, cycles: bool = False
         if sizes is not None:
             e["closureSize"] = int(sizes[i])
         entries.append((key[i], e))
+    entries.sort(key=lambda entry: entry[0])  # Nix lists paths in order: its sets of paths and JSON objects are sorted
     import orjson
 
     if fmt == "list":

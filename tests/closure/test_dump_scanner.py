@@ -201,3 +201,34 @@ def test_the_closure_commands_ask_numpy_for_no_huge_pages():
         p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                            env=env if setting is None else {**env, "NUMPY_MADVISE_HUGEPAGE": setting})
         assert p.stdout.strip() == advised, p.stderr
+
+
+def test_a_read_keeps_the_memory_it_frees_for_its_next_arrays():
+    """glibc maps every large block on its own and unmaps it when freed, so
+    each large array of a read was memory the kernel faulted in and zeroed
+    again. Within kept_heap() (nested, as load_dump and scan nest it) an
+    array reuses the pages of the one freed before it; after, glibc maps
+    large blocks on their own again."""
+    import subprocess
+    import sys
+
+    probe = """if True:
+        import resource
+        import numpy as np
+        from closure_audit.closure.scan import kept_heap
+
+        def faults():
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            for _ in range(8):
+                np.ones(64 << 20, dtype=np.uint8)
+            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+        with kept_heap():
+            with kept_heap():
+                pass
+            kept = faults()
+        print(kept, faults())
+    """
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    kept, after = map(int, p.stdout.split())
+    assert 3 * kept < after, (kept, after)

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from typing import Callable
 
 import numpy as np
@@ -27,7 +27,7 @@ from ..nix.command import find, nix, run
 from ..nix.storepath import is_store_basename, store_dir
 from . import CLOSURE_TARGETS
 from .reach import reverse
-from .scan import scan
+from .scan import kept_heap, scan
 
 
 class Graph:
@@ -236,12 +236,15 @@ def read_path_info(data: bytes, store: str, source: str) -> Graph:
     if scanned is None:
         return build_graph(parse_path_info(loads(data), store, source))
     listed, nar, nix_closure, counts, flat = scanned
-    order = sorted(range(len(listed)), key=listed.__getitem__)
-    paths = [listed[i] for i in order]
+    if all(map(str.__lt__, listed, islice(listed, 1, None))):  # Nix's own order: sorted, each path once
+        order, paths = None, listed
+    else:
+        order = sorted(range(len(listed)), key=listed.__getitem__)
+        paths = [listed[i] for i in order]
     index = {p: i for i, p in enumerate(paths)}
     if len(index) != len(paths):  # the same path twice: JSON's reading keeps the last entry
         return build_graph(parse_path_info(loads(data), store, source))
-    if order != list(range(len(order))):  # the dump's order is not the paths': renumber
+    if order is not None and order != list(range(len(order))):  # the dump's order is not the paths': renumber
         rank = np.empty(len(order), dtype=np.int64)
         rank[np.array(order, dtype=np.int64)] = np.arange(len(order))
         order_arr = np.array(order, dtype=np.int64)
@@ -324,6 +327,16 @@ def load_dump(file: str, targets: list[str]) -> Closure:
     nixpkgs' closureInfo (which a Nix build can read without a Nix daemon).
     Roots are the targets (store paths, base names or hash parts found in the
     dump), or, without targets, every path nothing else in the dump references."""
+    store = store_dir()
+    with kept_heap():  # the bytes too: a second dump's read reuses the first's memory
+        graph = _dump_graph(file, store)
+    roots = [_match_root(graph, t, file) for t in targets] if targets else graph.tops()
+    if not roots:
+        raise ClosureError(f"{file}: no root path (every path is referenced by another)")
+    return Closure(graph, roots, file, store)
+
+
+def _dump_graph(file: str, store: str) -> Graph:
     try:
         with open(file, "rb") as f:
             data = f.read()
@@ -331,7 +344,6 @@ def load_dump(file: str, targets: list[str]) -> Closure:
         raise ClosureError(f"path-info dump not found: {file}") from None
     except OSError as exc:
         raise ClosureError(f"cannot read {file}: {exc.strerror}") from None
-    store = store_dir()
     first = data[re.match(rb"\s*", data).end():][:1]
     if not first:
         raise ClosureError(f"{file} is empty: a saved closure is the output of `nix path-info --json --recursive`")
@@ -350,11 +362,7 @@ def load_dump(file: str, targets: list[str]) -> Closure:
         graph = build_graph(entries)
     else:
         raise _not_a_closure(file, "neither JSON nor a registration")
-    del data
-    roots = [_match_root(graph, t, file) for t in targets] if targets else graph.tops()
-    if not roots:
-        raise ClosureError(f"{file}: no root path (every path is referenced by another)")
-    return Closure(graph, roots, file, store)
+    return graph
 
 
 def _not_a_closure(file: str, why: str) -> ClosureError:
