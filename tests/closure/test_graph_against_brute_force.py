@@ -251,13 +251,15 @@ def test_an_incomplete_or_damaged_closure_is_refused():
 @pytest.mark.parametrize("batch", [1024, 2])
 def test_streamed_json_is_what_json_dumps_writes(batch, monkeypatch):
     """Rows streamed a batch at a time (one batch, or several with a row not
-    in ASCII among them): the text json.dumps writes of the whole."""
+    in ASCII and one not in UTF-8 among them): the text json.dumps writes of
+    the whole, a name's bytes that are not UTF-8 as \\xNN."""
     monkeypatch.setattr(json_report, "ROWS", batch)
     rows = [{"path": path(i), "size": i, "nested": [i, {"x": None}]} for i in range(5)] + [{"name": "é"}]
-    report = {"schema": "x", "empty": [], "nested": {"a": [1, {"b": None}]}, "rows": iter(rows), "none": iter(())}
+    report = {"schema": "x", "empty": [], "nested": {"a": [1, {"b": None}]},
+              "rows": iter(rows + [{"path": [path(0) + "\udcff"]}]), "none": iter(())}
     out: list[str] = []
     write(report, out.append)
-    assert "".join(out) == json.dumps({**report, "rows": rows, "none": []}, indent=2)
+    assert "".join(out) == json.dumps({**report, "rows": rows + [{"path": [path(0) + "\\xff"]}], "none": []}, indent=2)
     out.clear()
     write({}, out.append)
     assert "".join(out) == "{}"

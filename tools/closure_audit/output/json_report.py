@@ -28,9 +28,7 @@ def _clean(value):
         return [_clean(v) for v in value]
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, Iterator):  # rows streamed by emit(): cleaned as they come
-        return map(_clean, value)
-    return value
+    return value  # numbers, and rows streamed by write(): its encoder cleans those it must
 
 
 def envelope(command: str, target: list[str], mode: str, findings: list[Finding],
@@ -84,20 +82,21 @@ ROWS = 1024  # rows of a streamed section encoded at once
 
 
 def _encoder():
-    """json.dumps(value, indent=2) as a function for many rows; orjson writes
-    the same text many times faster where it is installed and the text is
-    ASCII (json.dumps escapes everything else)."""
+    """json.dumps(_clean(value), indent=2) as a function for many rows;
+    orjson writes the same text many times faster where it is installed and
+    the text is ASCII, which needs no cleaning (json.dumps escapes everything
+    else; orjson refuses the text that is not UTF-8)."""
     try:
         import orjson
     except ImportError:
-        return lambda value: json.dumps(value, indent=2)
+        return lambda value: json.dumps(_clean(value), indent=2)
 
     def encode(value) -> str:
         try:
             text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
         except TypeError:
-            return json.dumps(value, indent=2)
-        return text if text.isascii() else json.dumps(value, indent=2)
+            return json.dumps(_clean(value), indent=2)
+        return text if text.isascii() else json.dumps(_clean(value), indent=2)
     return encode
 
 
