@@ -473,3 +473,25 @@ def test_why_suggests_shrinking_a_runpath_that_is_all_unused(prefixed, store):
     # torch's runpath to cudatoolkit is used by one library: no such advice.
     p = run_cli("why", store["torch"], "cudatoolkit")
     assert "forbidden (cudatoolkit-*)" in p.stdout and "shrink-rpath" not in p.stdout, p.stdout
+
+
+def test_a_terminal_shows_the_first_chains_and_json_every_one(tmp_path):
+    """why and gate print the first MAX_ROWS chains, as a findings table its
+    first rows, and say how many more --json lists: a closure with a
+    thousand forbidden paths printed ten thousand lines."""
+    from closure_audit.output.terminal import MAX_ROWS
+
+    forbidden = [f"/nix/store/{'%032d' % i}-cudatoolkit-12.{i}" for i in range(MAX_ROWS + 5)]
+    root = f"/nix/store/{'z' * 32}-env"
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({root: {"narSize": 1, "references": forbidden},
+                                **{p: {"narSize": 1, "references": []} for p in forbidden}}))
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text(f'[targets.t]\npath-info = "{dump}"\n')
+    for args in (("why", str(dump)), ("gate", "--budgets", str(budgets))):
+        p = run_cli(*args)
+        assert p.returncode == 1, p.stderr
+        assert p.stdout.count("forbidden (cudatoolkit-*)") == MAX_ROWS, p.stdout
+        assert "… 5 more chains (--json lists all)" in p.stdout
+        _, report = cli_json(*args)
+        assert sum(f["rule"] == "forbidden-path" and "chain" in f for f in report["findings"]) == MAX_ROWS + 5

@@ -146,6 +146,18 @@ def store_name(path: str) -> str:
     return printable(name_part(path) or path)
 
 
+def explanation_trees(console, explanations: list[tuple]) -> None:
+    """The tree of each (explanation, added sizes), the first MAX_ROWS of
+    them, as a findings table shows its first rows: a closure with a
+    thousand forbidden paths printed ten thousand lines."""
+    for e, added in explanations[:MAX_ROWS]:
+        console.print()
+        console.print(explanation_tree(e, added))
+    if len(explanations) > MAX_ROWS:
+        console.print()
+        console.print(Text(f"… {len(explanations) - MAX_ROWS} more chains (--json lists all)", style="dim"))
+
+
 def explanation_tree(e, added: dict[str, int]) -> Tree:
     title = Text.assemble((store_name(e.path), "bold red" if e.reason else "bold"))
     if e.reason:

@@ -14,7 +14,7 @@ from ...loader.model import Chain, LoadedObject, Resolution
 from ...util import relative_to
 from ..text import printable
 from . import grouped
-from . import _Table, counts, explanation_tree, findings_tables, header, plural, verdict
+from . import _Table, counts, explanation_trees, findings_tables, header, plural, verdict
 
 _HOW_STYLE = {"not found": "bold red", "host": "yellow", "driver": "magenta",
               "already loaded": "dim", "already loaded (process)": "dim"}
@@ -43,9 +43,7 @@ def render_audit(console, result) -> None:
     findings_tables(console, rest, short)
     grouped.stale_lines(console, stale, report.env.tree_roots)
     added = {f.file: f.fields.get("added_size", 0) for f in report.findings if f.rule == "forbidden-path"}
-    for e in report.explanations:
-        console.print()
-        console.print(explanation_tree(e, added))
+    explanation_trees(console, [(e, added) for e in report.explanations])
     if report.opened:
         console.print()
         console.print(opened_table(report.opened, report.mode, short) if opened else

@@ -8,7 +8,7 @@ from rich.text import Text
 from ...findings.rules import ERROR
 from ...util import format_growth, format_size
 from ..text import printable, version_change
-from . import (MAX_PACKAGES, MAX_TABLE, _Table, counts, explanation_tree, findings_tables, header, plural,
+from . import (MAX_PACKAGES, MAX_TABLE, _Table, counts, explanation_trees, findings_tables, header, plural,
                store_name, verdict)
 
 
@@ -18,9 +18,7 @@ def render_why(console, result) -> None:
     line = Text(f"{plural(len(closure.graph), 'path')}, "
                 f"{format_size(closure.total_size())} · {plural(len(explanations), 'path')} explained · ")
     console.print(line + counts(findings))
-    for e in explanations:
-        console.print()
-        console.print(explanation_tree(e, added))
+    explanation_trees(console, [(e, added) for e in explanations])
     if query and not explanations:
         console.print(Text("no path of the closure matches", style="yellow"))
     if not query:
@@ -95,10 +93,7 @@ def render_gate(console, result) -> None:
     console.print()
     console.print(table)
     findings_tables(console, findings)
-    for r in results:
-        for e in r.explanations:
-            console.print()
-            console.print(explanation_tree(e, r.added))
+    explanation_trees(console, [(e, r.added) for r in results for e in r.explanations])
     verdict(console, findings)
 
 
