@@ -232,3 +232,17 @@ def test_a_read_keeps_the_memory_it_frees_for_its_next_arrays():
     p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     kept, after = map(int, p.stdout.split())
     assert 3 * kept < after, (kept, after)
+
+
+@pytest.mark.parametrize("shape", ["list", "object", "basenames"])
+def test_a_mapped_file_is_read_as_its_bytes_are(shape, tmp_path):
+    """load_dump maps a regular file into memory instead of reading it: the
+    scan, and the JSON reading it hands a dump back to, take either."""
+    import mmap
+
+    for data in (compact(30, shape), compact(30, shape).replace(b"-pkg", b"\\u002dpkg", 1)):
+        file = tmp_path / "dump.json"
+        file.write_bytes(data)
+        with open(file, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        assert outcome(lambda d: read_path_info(d, S, "t"), mapped) == same(data)

@@ -495,3 +495,32 @@ def test_a_terminal_shows_the_first_chains_and_json_every_one(tmp_path):
         assert "… 5 more chains (--json lists all)" in p.stdout
         _, report = cli_json(*args)
         assert sum(f["rule"] == "forbidden-path" and "chain" in f for f in report["findings"]) == MAX_ROWS + 5
+
+
+def test_a_dump_is_read_alike_from_a_file_a_pipe_and_a_registration(tmp_path):
+    """A regular file is mapped into memory; a pipe (`--path-info /dev/stdin`,
+    a shell's `<(nix path-info ...)`) and an empty file cannot be, and are
+    read. Each gives the same report, or the same one-line error."""
+    paths = [f"/nix/store/{c * 32}-pkg-{k}" for k, c in enumerate("abc")]
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({p: {"narSize": 10 + k, "references": paths[k + 1:k + 2]}
+                                for k, p in enumerate(paths)}))
+    from_file = run_cli("size", "--path-info", str(dump), "--json")
+    assert from_file.returncode == 0, from_file.stderr
+    from_pipe = run_cli("size", "--path-info", "/dev/stdin", "--json", input=dump.read_text())
+    assert from_pipe.returncode == 0, from_pipe.stderr
+    strip = lambda text: {k: v for k, v in json.loads(text).items() if k != "target"}  # noqa: E731
+    assert strip(from_pipe.stdout) == strip(from_file.stdout)
+    assert json.loads(from_file.stdout)["summary"]["closure_size"] == 33
+    # The registration format (nix-store --dump-db), mapped too.
+    registration = tmp_path / "registration"
+    registration.write_text("".join(f"{p}\nsha256:0\n{10 + k}\n\n{len(paths[k + 1:k + 2])}\n"
+                                    + "".join(f"{r}\n" for r in paths[k + 1:k + 2]) for k, p in enumerate(paths)))
+    p = run_cli("size", "--path-info", str(registration), "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["summary"]["closure_size"] == 33
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    for given in (str(empty), "/dev/stdin"):
+        p = run_cli("size", "--path-info", given, input="")
+        assert p.returncode == 2 and "is empty" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr

@@ -202,11 +202,12 @@ def kept_heap():
             trim(0)
 
 
-def scan(data: bytes, store: str):
+def scan(data, store: str):
     """(paths, nar sizes, Nix's closure sizes or -1, references: how many
     each path has and the referenced paths' indices, flattened), paths in
-    the order the dump lists them; None where the dump is not one this reads."""
-    if not data.isascii() or b"\\" in data:
+    the order the dump lists them; None where the dump is not one this reads.
+    `data`: bytes, or a file mapped into memory."""
+    if np.frombuffer(data, dtype=np.uint8).max(initial=0) >= 0x80 or data.find(b"\\") >= 0:
         return None
     with kept_heap():
         return _scan(data, store)
