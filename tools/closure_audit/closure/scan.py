@@ -26,6 +26,7 @@ one-line error as ever: this is only a faster way to the same answer.
 from __future__ import annotations
 
 import ctypes
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -164,12 +165,14 @@ def _skeleton(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, placed[1:] - 1
 
 
-# glibc's mallopt parameters, and the values it starts with.
+# glibc's mallopt parameters; its default count of mapped blocks, and the highest
+# map threshold it grows to by itself.
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
 MMAP_MAX_DEFAULT, MMAP_THRESHOLD_MAX = 65536, 32 * 1024 * 1024
 
 
-_kept = 0  # kept_heap()s entered and not yet left
+_kept = 0  # kept_heap()s entered and not yet left, in any thread
+_kept_lock = threading.Lock()
 
 
 @contextmanager
@@ -182,24 +185,24 @@ def kept_heap():
     glibc's limits as it would have grown them by itself."""
     global _kept
     try:
-        libc = ctypes.CDLL(None)
-        mallopt, trim = libc.mallopt, libc.malloc_trim
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
         yield
         return
-    if _kept == 0:
-        mallopt(M_MMAP_MAX, 0)
-        mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
-    _kept += 1
+    with _kept_lock:
+        if _kept == 0:
+            mallopt(M_MMAP_MAX, 0)
+            mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
+        _kept += 1
     try:
         yield
     finally:
-        _kept -= 1
-        if _kept == 0:
-            mallopt(M_MMAP_MAX, MMAP_MAX_DEFAULT)
-            mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
-            mallopt(M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD_MAX)
-            trim(0)
+        with _kept_lock:
+            _kept -= 1
+            if _kept == 0:
+                mallopt(M_MMAP_MAX, MMAP_MAX_DEFAULT)
+                mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
+                mallopt(M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD_MAX)
 
 
 def scan(data, store: str):
