@@ -232,9 +232,10 @@ def _arrays(paths: list[str], nars: list[int], nix_closure: np.ndarray, counts: 
 
 
 def read_path_info(data: bytes, store: str, source: str) -> Graph:
-    """The graph of `nix path-info --json` output: read from the bytes
-    (scan.py) where they allow, else parsed as JSON. Raises ClosureError,
-    ValueError (not JSON) or RecursionError."""
+    """The graph of `nix path-info --json` output (bytes, or a file mapped
+    into memory): read from the bytes (scan.py) where they allow, else
+    parsed as JSON. Raises ClosureError, ValueError (not JSON) or
+    RecursionError."""
     scanned = scan(data, store)
     if scanned is None:
         return build_graph(parse_path_info(loads(data), store, source))
@@ -342,7 +343,8 @@ def load_dump(file: str, targets: list[str]) -> Closure:
 def _contents(file: str):
     """The file's bytes: mapped where it is a regular file (neither a copy
     nor fresh memory: 0.7 s and 950 MB at a million paths), read where it
-    cannot be mapped (a pipe, an empty file)."""
+    cannot be mapped (a pipe, an empty file). As with any mapped file, one
+    cut short while it is read ends the process (SIGBUS)."""
     with open(file, "rb") as f:
         try:
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

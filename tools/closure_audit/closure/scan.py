@@ -56,7 +56,8 @@ def _pieces(fn, total: int, step: int) -> list:
 
 
 class _Bytes:
-    """The dump as a byte array, with 8-byte words at any offset."""
+    """The dump (bytes, or a file mapped into memory) as a byte array, with
+    8-byte words at any offset."""
 
     def __init__(self, data: bytes):
         self.data = data
