@@ -99,9 +99,19 @@ class CacheServer:
         with self._lock:
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        h.in_flight = True
         try:
             self._answer(h)
         finally:
+            self._answered(h)
+
+    def _answered(self, h: BaseHTTPRequestHandler) -> None:
+        # Counted answered before its first byte goes out: once a client has
+        # read an answer, the request is no longer in flight, though its
+        # handler thread may not yet have run to the end of _serve, where a
+        # reset() or a request on another connection would still count it.
+        if h.in_flight:
+            h.in_flight = False
             with self._lock:
                 self.in_flight -= 1
 
@@ -132,12 +142,13 @@ class CacheServer:
                 return self._send(h, 500, b"try again\n")
             if kind == "drop":
                 h.close_connection = True
-                return
+                return  # _serve's finally counts it answered before the close
             if kind == "timeout":
                 time.sleep(self.stall)
                 h.close_connection = True
                 return
             if kind == "truncate":
+                self._answered(h)
                 h.send_response(200)
                 h.send_header("Content-Length", str(len(body)))
                 h.end_headers()
@@ -146,8 +157,8 @@ class CacheServer:
                 return
         self._send(h, 200, body)
 
-    @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+        self._answered(h)
         h.send_response(status)
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
