@@ -234,11 +234,11 @@ def test_a_slow_server_within_the_timeout_is_waited_for(serve):
 
 
 def test_a_server_that_stalls_times_out_and_is_retried(serve):
-    server = serve(lambda n, path: [sized(BODY)[:50], 1.0, "close"] if n <= 2 else [sized(BODY)])
-    assert fetch_all(server.url, ["a"], timeout=0.2, attempts=3) == {"a": BODY}
+    server = serve(lambda n, path: [sized(BODY)[:50], 1.5, "close"] if n <= 2 else [sized(BODY)])
+    assert fetch_all(server.url, ["a"], timeout=0.5, attempts=3) == {"a": BODY}
     assert len(server.requests) == 3
-    server = serve(lambda n, path: [1.0, "close"])
-    (got,) = fetch_all(server.url, ["a"], timeout=0.2, attempts=2).values()
+    server = serve(lambda n, path: [1.5, "close"])
+    (got,) = fetch_all(server.url, ["a"], timeout=0.5, attempts=2).values()
     assert str(got) == f"{server.url}/a: timed out (after 2 attempts)"
 
 
