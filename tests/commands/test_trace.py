@@ -197,3 +197,38 @@ def test_an_object_of_the_store(tmp_path):
     _p, report = trace("--", *python(f"ctypes.CDLL({lib!r})"))
     (obj,) = [o for o in main_image(report)["objects"] if o["real"] == lib]
     assert obj["where"] == "store" and obj["how"] == "dlopen"
+
+
+def test_a_module_whose_load_fails_is_not_listed_as_loaded(tmp_path):
+    """A module whose need is found nowhere: glibc maps it and the needs it
+    found, then unmaps them all and the dlopen fails. /proc/self/maps
+    afterwards holds none of them; trace lists them as failed, not loaded.
+    A library dlclosed after a dlopen that succeeded was loaded: it stays."""
+    tree, _top, dep, _plug = venv(tmp_path)
+    pkg = tree / "lib/python3.11/site-packages/pkg"
+    missing = gcc(tmp_path / "gone/libmissing.so.1", "int gone(void) { return 0; }\n", "-Wl,-soname,libmissing.so.1")
+    middle = gcc(pkg / "libmiddle.so", "int middle(void) { return 1; }\n", "-Wl,-soname,libmiddle.so",
+                 "-Wl,--no-as-needed", str(missing))
+    module = gcc(pkg / "_mod.cpython-311-x86_64-linux-gnu.so", "int mod(void) { return 1; }\n", "-Wl,--no-as-needed",
+                 str(middle), str(dep), "-Wl,--enable-new-dtags,-rpath,$ORIGIN")
+    missing.unlink()
+    closed = gcc(pkg / "libclosed.so", "int closed(void) { return 3; }\n")
+    maps = tmp_path / "maps"
+    command = python("import _ctypes",
+                     f"try:\n    ctypes.CDLL({str(module)!r})\nexcept OSError as e:\n    print(e, file=sys.stderr)",
+                     f"h = ctypes.CDLL({str(closed)!r})", "_ctypes.dlclose(h._handle)",
+                     f"open({str(maps)!r}, 'w').write(open('/proc/self/maps').read())")
+    p, report = trace("--against", str(tree), "--", *command)
+    assert p.returncode == 0, p.stderr
+    mapped = {line.split(maxsplit=5)[5] for line in maps.read_text().splitlines() if len(line.split()) == 6}
+    image = main_image(report)
+    traced = {o["real"] for o in image["objects"]}
+    failed = {o["real"]: o for o in image["failed"]}
+    # The real loader mapped none of the failed load's objects, and still has what loaded before.
+    assert not {str(module), str(middle), str(dep)} & mapped
+    assert set(failed) == {str(module), str(middle), str(dep)}
+    assert not set(failed) & traced
+    assert failed[str(module)]["how"] == "dlopen" and failed[str(middle)]["by"] == str(module)
+    assert str(closed) in traced and str(closed) not in mapped
+    p = run_cli("trace", "--against", str(tree), "--", *command)
+    assert f"failed: {module}" in p.stdout

@@ -13,6 +13,12 @@ starts a new image in the same file. For each object it prints
 and a name already loaded prints nothing. The program itself and the
 interpreter are known from `initialize program:` and the first
 `calling init:` (ld.so's own init, which runs first).
+
+A dlopen that succeeds ends with `opening file=PATH [NS]; direct_opencount=N`.
+One that fails (a need found nowhere) prints `file=PATH [NS];  destroying
+link map` for each object it had mapped, before that line: glibc unmaps
+them, so they are failed loads (`Image.failed`), not loaded objects. The
+same line after a dlopen that succeeded is a dlclose: the object was loaded.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ NEEDED, DLOPEN, PROGRAM, INTERPRETER = "needed", "dlopen", "program", "interpret
 _LINE = re.compile(r"^\s*(\d+):\s?(.*)$")
 _FILE = re.compile(r"^file=(.+?) \[(\d+)\];\s+(needed by|dynamically loaded by|generating link map)(?: (.+?) \[\d+\])?$")
 _TRYING = re.compile(r"^\s*trying file=(.+)$")
+_DESTROY = re.compile(r"^file=(.+?) \[\d+\];\s+destroying link map$")
+_OPENED = re.compile(r"^opening file=(.+?) \[\d+\]; direct_opencount=\d+$")
 
 # One object of a process image: `name` as requested, `path` as opened
 # (its links not resolved), `how` (NEEDED, DLOPEN, PROGRAM or INTERPRETER),
@@ -41,10 +49,14 @@ class Image:
         self.pid = pid
         self.program: str | None = None
         self.objects: list[Loaded] = []
+        self.failed: list[Loaded] = []  # mapped by a dlopen that failed, and unmapped by it
         self.started = False  # control was transferred to the program
         self._pending: dict[str, tuple[str, str]] = {}
         self._tried: str | None = None
         self._interpreter: str | None = None
+        self._opening: list[int] = []  # dlopens not yet done: the index of each one's first object
+        self._gone: set[int] = set()  # indices of objects a failed dlopen unmapped
+        self._done: set[int] = set()  # indices of objects of dlopens that succeeded
 
     def names(self) -> set[str]:
         out = {o.path for o in self.objects} | {o.name for o in self.objects}
@@ -79,6 +91,9 @@ def parse(text: str) -> list[Image]:
                 image = current[pid] = Image(pid)
                 images.append(image)
             image._pending[name] = (NEEDED if what == "needed by" else DLOPEN, by)
+            if what != "needed by":
+                _prune(image)
+                image._opening.append(len(image.objects))
             continue
         if image is None:
             if line.startswith(("initialize program:", "calling init:")):
@@ -86,6 +101,14 @@ def parse(text: str) -> list[Image]:
                 images.append(image)
             else:
                 continue
+        d = _DESTROY.match(line)
+        if d is not None:
+            _destroyed(image, d[1])
+            continue
+        o = _OPENED.match(line)
+        if o is not None:
+            _opened(image, o[1])
+            continue
         t = _TRYING.match(line)
         if t is not None:
             image._tried = t[1]
@@ -99,7 +122,42 @@ def parse(text: str) -> list[Image]:
         elif line.startswith("transferring control: "):
             image.started = True
             _finish(image)
+    for image in images:
+        if image._gone:
+            image.failed = [o for i, o in enumerate(image.objects) if i in image._gone]
+            image.objects = [o for i, o in enumerate(image.objects) if i not in image._gone]
     return images
+
+
+def _opened(image: Image, path: str) -> None:
+    """A dlopen of `path` succeeded: it and the dlopens it made are done, and
+    what they mapped stays loaded (a later unmapping is a dlclose)."""
+    for k in range(len(image._opening) - 1, -1, -1):
+        start = image._opening[k]
+        if start < len(image.objects) and image.objects[start].path == path:
+            image._done.update(range(start, len(image.objects)))
+            del image._opening[k:]
+            return
+
+
+def _destroyed(image: Image, path: str) -> None:
+    """glibc unmapped `path`: inside a dlopen not yet done, that dlopen
+    failed and the object was never loaded; else a dlclose (kept)."""
+    if not image._opening:
+        return
+    for i in range(len(image.objects) - 1, image._opening[0] - 1, -1):
+        if i not in image._gone and i not in image._done and path in (
+                image.objects[i].path, image.objects[i].name):
+            image._gone.add(i)
+            break
+    _prune(image)
+
+
+def _prune(image: Image) -> None:
+    """Drop the dlopens that are over: all they mapped is gone, or they
+    mapped nothing (failed before mapping anything)."""
+    while image._opening and all(i in image._gone for i in range(image._opening[-1], len(image.objects))):
+        image._opening.pop()
 
 
 def _finish(image: Image) -> None:
@@ -110,6 +168,10 @@ def _finish(image: Image) -> None:
     if image._interpreter:
         head.append(Loaded(os.path.basename(image._interpreter), image._interpreter, INTERPRETER, None))
     image.objects[:0] = head
+    # A constructor's dlopen runs before control is transferred: its indices move with the head.
+    image._opening = [i + len(head) for i in image._opening]
+    image._gone = {i + len(head) for i in image._gone}
+    image._done = {i + len(head) for i in image._done}
 
 
 def read_dir(directory: str, prefix: str) -> list[Image]:

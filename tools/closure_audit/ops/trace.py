@@ -33,7 +33,8 @@ Options = namedtuple("Options", "command against policy quiet")
 # INTERPRETER), `by` the requesting object's real path (None for the program
 # and ld.so), `where`: TREE, STORE, HOST or DRIVER.
 Traced = namedtuple("Traced", "name path real how by where")
-Process = namedtuple("Process", "pid program objects")
+# `failed`: what a dlopen that failed mapped and unmapped again (Traced records).
+Process = namedtuple("Process", "pid program objects failed")
 # `argv`, not `command`: every Result's `command` names its command (ops/__init__.py).
 Result = result_type("trace", "argv exit_status tree processes findings", """argv: the argument
 vector; exit_status: the command's (128 + N for signal N), `trace`'s own when no finding is an error;
@@ -89,15 +90,19 @@ def where(real: str, tree: str | None) -> str:
 
 
 def _process(image, tree: str | None) -> Process:
+    return Process(image.pid, image.program, _traced(image.objects, tree), _traced(image.failed, tree))
+
+
+def _traced(loaded, tree: str | None) -> list[Traced]:
     objects = []
-    for o in image.objects:
+    for o in loaded:
         path = o.path
         if o.how == ld_debug.PROGRAM and "/" not in path:
             path = _which(path)
         real = os.path.realpath(path)
         by = None if o.by is None else os.path.realpath(_which(o.by) if "/" not in o.by else o.by)
         objects.append(Traced(o.name, path, real, o.how, by, where(real, tree)))
-    return Process(image.pid, image.program, objects)
+    return objects
 
 
 def _which(name: str) -> str:

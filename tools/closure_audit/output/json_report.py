@@ -301,7 +301,9 @@ def trace_json(result) -> dict:
     return envelope("trace", list(result.argv), "tree", result.findings,
                     {"processes": len(result.processes), "objects": objects, "exit_status": result.exit_status},
                     tree_root=result.tree, exit_status=result.exit_status,
-                    processes=[{"pid": p.pid, "program": p.program,
-                                "objects": [{"name": o.name, "path": o.path, "real": o.real, "how": o.how,
-                                             "by": o.by, "where": o.where} for o in p.objects]}
-                               for p in result.processes])
+                    processes=[{"pid": p.pid, "program": p.program, "objects": [_traced(o) for o in p.objects],
+                                "failed": [_traced(o) for o in p.failed]} for p in result.processes])
+
+
+def _traced(o) -> dict:
+    return {"name": o.name, "path": o.path, "real": o.real, "how": o.how, "by": o.by, "where": o.where}

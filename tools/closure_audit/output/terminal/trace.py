@@ -35,5 +35,9 @@ def render_trace(console, result) -> None:
             table.add_row(str(i), o.where, printable(how), printable(o.real))
         console.print()
         console.print(table)
+        for o in p.failed:
+            how = o.how if o.by is None else f"{o.how} by {os.path.basename(o.by)}"
+            console.print(Text(f"failed: {printable(o.real)} ({printable(how)}): its dlopen failed and the "
+                               f"loader unmapped it", style="yellow"))
     findings_tables(console, result.findings)
     verdict(console, result.findings)
