@@ -14,6 +14,7 @@ from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
 from ..errors import TargetError
 from ..findings.collector import Findings
+from ..findings.dists import judge_claims
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
 from ..findings.processes import judge_processes
@@ -23,7 +24,7 @@ from ..host.root import Root, RootFiles
 from ..loader import model as ld
 from ..loader import symbols as sym
 from ..loader.chains import resolve
-from ..loader.preloads import read_preloads
+from ..loader.preloads import read_preloads, site_dirs
 from ..loader.process import build_processes
 from ..nix.storepath import store_dir
 from .found import check_found
@@ -112,6 +113,7 @@ def audit(targets: list[str], policy, root: str | None = None,
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads), preloads.notes
         judge_processes(processes, findings, env.is_driver)
+        judge_claims(site_dirs(env.tree_roots), findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread)
     opened = judge_opened(loader, resolved, findings, read, from_host)

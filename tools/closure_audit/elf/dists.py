@@ -1,0 +1,118 @@
+"""The Python distributions installed in a site directory, as their
+`*.dist-info` say: the files each RECORD claims (with the SHA-256 it
+recorded) and the distributions its METADATA requires.
+
+pip installs a wheel over files another distribution installed without a
+word (nvidia-cudnn-cu12 and -cu13 ship the same 28 paths): both RECORDs
+then claim the path and the bytes on disk are the last one's. Nothing here
+is imported or run; a RECORD or METADATA that cannot be read gives no claims.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Distribution:
+    name: str  # as METADATA's Name, else the dist-info directory's
+    version: str
+    dist_info: str  # the directory's path
+    files: dict[str, str | None] = field(default_factory=dict)  # site-relative path -> sha256 (hex) or None
+    requires: set[str] = field(default_factory=set)  # normalized names of Requires-Dist
+
+    @property
+    def key(self) -> str:
+        return normalize(self.name)
+
+
+def normalize(name: str) -> str:
+    """PEP 503's normalized name: nvidia_cudnn_cu12 and nvidia-cudnn-cu12 are one."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def read_distributions(site: str) -> list[Distribution]:
+    """Every distribution of `site`, by the name of its dist-info directory."""
+    try:
+        names = sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        directory = os.path.join(site, n)
+        stem = n[:-len(".dist-info")]
+        name, _, version = stem.partition("-")
+        dist = Distribution(name, version, directory)
+        _metadata(dist, os.path.join(directory, "METADATA"))
+        _record(dist, os.path.join(directory, "RECORD"), site)
+        out.append(dist)
+    return out
+
+
+def _metadata(dist: Distribution, path: str) -> None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return
+    for line in text.split("\n\n", 1)[0].splitlines():  # the headers end at the first empty line
+        key, _, value = line.partition(":")
+        if key == "Name" and value.strip():
+            dist.name = value.strip()
+        elif key == "Version" and value.strip():
+            dist.version = value.strip()
+        elif key == "Requires-Dist":
+            m = _REQUIREMENT.match(value)
+            if m:
+                dist.requires.add(normalize(m[1]))
+
+
+def _record(dist: Distribution, path: str, site: str) -> None:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, csv.Error):
+        return
+    for row in rows:
+        if not row or not row[0]:
+            continue
+        rel = os.path.normpath(row[0])
+        digest = row[1] if len(row) > 1 else ""
+        dist.files[rel] = _hex(digest[len("sha256="):]) if digest.startswith("sha256=") else None
+
+
+def _hex(urlsafe: str) -> str | None:
+    """RECORD's urlsafe base64 without padding, as hex."""
+    try:
+        return base64.urlsafe_b64decode(urlsafe + "=" * (-len(urlsafe) % 4)).hex()
+    except (ValueError, TypeError):
+        return None
+
+
+def sha256(path: str) -> str | None:
+    """The file's SHA-256 (hex), or None where it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def owners(dists: list[Distribution]) -> dict[str, list[Distribution]]:
+    """Site-relative path -> every distribution whose RECORD claims it."""
+    out: dict[str, list[Distribution]] = {}
+    for d in dists:
+        for rel in d.files:
+            out.setdefault(rel, []).append(d)
+    return out
