@@ -498,3 +498,22 @@ def test_a_torch_init_of_an_unknown_shape_gives_no_preloads_and_no_crash(stack, 
     found = read_preloads((str(stack.venv),), listing)
     assert not [p for p in found.preloads if p.framework == "torch"]
     assert audit(stack.venv, policy=host_policy(stack.host)).processes
+
+
+def test_a_heading_counts_a_frameworks_preloads_and_an_earlier_modules_needs_apart(stack, build, tmp_path):
+    """torchvision's _C.so gets libtorch_cuda.so from torch._C's import and
+    libcufft.so.12 from torch's preload: the block says each, never one
+    list that reads as if an earlier module were named torch."""
+    from conftest import run_cli
+
+    vision = build.lib("venv/lib/python3.12/site-packages/torchvision/_C.so", soname="",
+                       links=[stack.torch_cuda, stack.host / "libcufft.so.12"])
+    p = run_cli("audit", "--policy", policy_file(stack, tmp_path), str(stack.venv))
+    assert ("torch · 2 needs loaded from the tree only because something loads them first: "
+            "an earlier module's import (1), torch (1)") in p.stdout
+    assert "an earlier module, torch" not in p.stdout
+    # The real loader: alone, torchvision's module fails; after torch's preload and torch._C, it maps the tree's.
+    _, alone = maps(vision, ld_library_path=stack.host)
+    mapped, after = maps(stack.cufft, stack.torch_c, vision, ld_library_path=stack.host)
+    assert "libtorch_cuda.so" in alone and after == ""
+    assert str(stack.cufft) in mapped and str(stack.host / "libcufft.so.12") not in mapped

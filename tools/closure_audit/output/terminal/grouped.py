@@ -43,10 +43,9 @@ def conditional_blocks(console, findings, short) -> None:
     for f in findings:
         by[f.fields.get("process") or "?"].append(f)
     for process, items in sorted(by.items()):
-        loaders = sorted({f.fields.get("loaded_by") or "an earlier module" for f in items})
         table = _Table(title=Text.assemble((process, "bold"), f" · {len(items)} need{'s' * (len(items) != 1)} "
-                                          f"loaded from the tree only because {', '.join(loaders)} loads them "
-                                          f"first", ("  preloaded-library · warning", "dim")),
+                                          f"loaded from the tree only because {_loaders(items)}",
+                                          ("  preloaded-library · warning", "dim")),
                       title_justify="left", header_style="dim", pad_edge=False, box=None)
         for column in ("library", "when", "needed by", "on its own"):
             table.add_column(column)
@@ -56,6 +55,22 @@ def conditional_blocks(console, findings, short) -> None:
                           Text(f"host {printable(host)}" if host else "fails", style="yellow"))
         console.print()
         console.print(table)
+
+
+def _loaders(items) -> str:
+    """Who loads the tree's copies first: a framework's preloads by name, or
+    the import of an earlier module (whose own needs mapped them), counted
+    apart when there are several, never run together into one name."""
+    counts: dict[str, int] = defaultdict(int)
+    for f in items:
+        loader = f.fields.get("loaded_by")
+        if loader is None:
+            first = f.fields.get("imported_first")
+            loader = f"an earlier module of {first}" if first else "an earlier module's import"
+        counts[loader] += 1
+    if len(counts) == 1:
+        return f"{next(iter(counts))} loads them first"
+    return "something loads them first: " + ", ".join(f"{k} ({n})" for k, n in sorted(counts.items()))
 
 
 def stale_lines(console, findings, roots: tuple[str, ...]) -> None:
