@@ -15,6 +15,7 @@ loads the files with ctypes (RTLD_NOW) in the order the model says, and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -312,7 +313,7 @@ def test_two_files_with_one_soname_in_one_process(stack, build):
     torch's RPATH brought, a second copy under the same SONAME."""
     write(stack.site / "triton/knobs.py", 'cupti_lib_dir = env("TRITON_CUPTI_LIB_PATH")\n')
     bundled = build.lib("venv/lib/python3.12/site-packages/triton/backends/nvidia/lib/cupti/libcupti.so",
-                        soname="libcupti.so.13")
+                        soname="libcupti.so.13", code="int triton_cupti = 1;\n")  # another build than the wheel's
     report = audit(stack.venv, policy=host_policy(stack.host))
     (f,) = rules(report)["duplicate-soname"]
     assert (f.severity, f.fields["soname"], f.fields["files"]) == (
@@ -517,3 +518,66 @@ def test_a_heading_counts_a_frameworks_preloads_and_an_earlier_modules_needs_apa
     mapped, after = maps(stack.cufft, stack.torch_c, vision, ld_library_path=stack.host)
     assert "libtorch_cuda.so" in alone and after == ""
     assert str(stack.cufft) in mapped and str(stack.host / "libcufft.so.12") not in mapped
+
+
+def test_a_duplicate_sonames_file_is_the_trees_copy_never_the_hosts(stack, build, tmp_path):
+    """A module that takes libzz.so.1 from the host (no runpath) and one of
+    another framework that has the tree's copy: which one a process maps
+    depends on the import order, and the finding names the tree's file."""
+    from closure_audit.findings.policy import parse_policy
+
+    usr = tmp_path / "usr-lib"  # sorts after the tree, as /usr/lib does after most venvs
+    host_zz = usr / build.lib("../usr-lib/libzz.so.1", code="int zz_host = 1;\n").name
+    tree_zz = build.lib("venv/lib/python3.12/site-packages/other/libzz.so.1", code="int zz_tree = 2;\n")
+    plain = build.lib(f"venv/lib/python3.12/site-packages/plain/_p{EXT}", soname="", links=[host_zz])
+    # DT_RPATH: searched before LD_LIBRARY_PATH, which stands for the host's directories here.
+    other = build.lib(f"venv/lib/python3.12/site-packages/other/_o{EXT}", soname="", links=[tree_zz],
+                      rpath=["$ORIGIN"])
+    libc = [d for d in host_policy(stack.host).host_dirs if d != str(stack.host)]
+    report = audit(stack.venv, policy=parse_policy({"host": {"directories": [str(usr), str(stack.host), *libc]}}))
+    (f,) = [f for f in rules(report)["duplicate-soname"] if f.fields["soname"] == "libzz.so.1"]
+    assert f.fields["files"] == sorted([str(host_zz), str(tree_zz)])
+    assert f.file == str(tree_zz)
+    # The real loader: the first import's copy answers the other's need by name.
+    first_plain, _ = maps(plain, other, ld_library_path=usr)
+    first_other, _ = maps(other, plain, ld_library_path=usr)
+    assert str(host_zz) in first_plain and str(tree_zz) not in first_plain
+    assert str(tree_zz) in first_other and str(host_zz) not in first_other
+
+
+def test_byte_identical_copies_are_one_information_finding(stack, build):
+    """torchvision's copy of the wheel's CUDA runtime under another file
+    name, the same bytes: its module maps it beside torch's (glibc matches a
+    loaded object by name or SONAME, and this name is neither): one
+    identical-library-copies finding (info), no duplicate-soname."""
+    copy = build.path("venv/lib/python3.12/site-packages/torchvision.libs/libcudart.faf08d9a.so.13")
+    shutil.copyfile(stack.cudart, copy)
+    image = build.lib(f"venv/lib/python3.12/site-packages/torchvision/image{EXT}", soname="", links=[copy],
+                      runpath=["$ORIGIN/../torchvision.libs"])
+    build.patch(image, "--replace-needed", "libcudart.so.13", copy.name)
+    mapped, error = maps(stack.torch_c, image)
+    assert error == "" and str(stack.cudart) in mapped and str(copy) in mapped
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    found = rules(report)
+    assert not [f for f in found.get("duplicate-soname", []) if f.fields["soname"] == "libcudart.so.13"]
+    (f,) = found["identical-library-copies"]
+    digest = hashlib.sha256(stack.cudart.read_bytes()).hexdigest()
+    assert (f.severity, f.fields["files"], f.fields["sha256"], f.fields["soname"]) == (
+        "info", sorted([str(stack.cudart), str(copy)]), digest, "libcudart.so.13")
+    assert "byte-identical" in f.message
+
+
+def test_the_trees_versioned_copies_of_a_host_library_are_each_named_once(stack, build):
+    """Triton's profiler needs `libcupti.so`, which only the host has; the
+    tree holds CUPTI under its SONAME and under its full version, one file
+    listed under both names: each copy is named once."""
+    full = build.lib(f"{os.path.relpath(stack.cu13, build.root)}/libcupti.so.13.0.48", soname="libcupti.so.13",
+                     code="int cupti_full = 1;\n")
+    host = build.lib("../host/libcupti.so", code="int host_cupti = 1;\n")
+    proton = build.lib("venv/lib/python3.12/site-packages/triton/_C/libproton.so", links=[host])
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = by_rule(report, "cuda-library-from-host", "libcupti.so")
+    assert f.fields["tree_copies"] == [str(stack.cupti), str(full)]
+    assert f.message.count(str(full)) <= 1
+    mapped, error = maps(proton, ld_library_path=stack.host)
+    assert error == "" and str(stack.host / "libcupti.so") in mapped and str(full) not in mapped

@@ -78,8 +78,9 @@ class FromHost:
             # dlopen maps the host's file beside whatever copy the tree loads: two CUDA runtimes in one process.
             twice = "; opened at run time, it is mapped beside the tree's own copy" if opened else ""
             held = [p for p in self.providers.get(name, []) if self.inside(p)]
-            versioned = [p for k, v in sorted(self.providers.items()) if k.startswith(name + ".")
-                         for p in v if self.inside(p)]
+            # A file is listed under its name and its SONAME: each copy once.
+            versioned = list(dict.fromkeys(p for k, v in sorted(self.providers.items()) if k.startswith(name + ".")
+                                           for p in v if self.inside(p) and p not in held))
             if held:
                 # The tree has it: what is wrong is the path to it, not a missing wheel.
                 first = (f"nothing the tree is known to load first maps it ({self.unread[0]})" if self.unread

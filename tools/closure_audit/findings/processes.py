@@ -8,6 +8,13 @@ library that can end up mapped in one process.
   different SONAMEs (auditwheel's renamed libcudart.faf08d9a.so.13 in
   torchvision.libs beside nvidia/cu13/lib/libcudart.so.13).
 
+Byte-identical copies (one SHA-256: numpy.libs' and scipy.libs' libgfortran,
+the wheel's libcudart.so.13 and torchvision's renamed copy of it) are one
+identical-library-copies finding (info): the same build, mapped twice.
+
+A finding's `file` is a copy inside the tree: a host file beside it is the
+host's, not something the tree can change.
+
 Two files are looked for across the frameworks' own processes: any two can be
 imported together. The union process (loader/process.py) says which copy each
 need gets when they are, in its order: where that differs from the need's own
@@ -20,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..elf.dists import sha256
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from ..loader.model import matches_any
 from ..loader.process import UNION, Process
@@ -36,7 +44,9 @@ def family(name: str) -> str | None:
     return m.group(1)
 
 
-def judge_processes(processes: list[Process], findings: Findings, is_driver) -> None:
+def judge_processes(processes: list[Process], findings: Findings, is_driver, inside=None) -> None:
+    """`inside(path)`: whether a file is the tree's (the finding's `file` is one)."""
+    inside = inside or (lambda path: True)
     by_soname: dict[str, dict[str, list[str]]] = {}  # soname -> file -> frameworks
     by_family: dict[str, dict[str, dict[str, list[str]]]] = {}  # family -> soname -> file -> frameworks
     union = next((p for p in processes if p.name == UNION), None)
@@ -57,6 +67,9 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver) -> 
     for soname, files in sorted(by_soname.items()):
         if len(files) > 1:
             paths = sorted(files)
+            if _identical(findings, paths, inside, f"{soname}: {len(paths)} copies with this SONAME", files,
+                          soname=soname):
+                continue
             mapped = [o.real for o in union.link_map.objects if o.real in files] if union is not None else []
             changed = [d for d in moved if d["alone"] in files or d["union"] in files]
             order = ""
@@ -66,7 +79,7 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver) -> 
                 order = (f"; importing {', then '.join(union.frameworks)} in one process, "
                          f"{os.path.basename(d['file'])} gets {d['union']}, where {d['process']} alone gives "
                          f"{d['alone'] or 'none'}{more}")
-            findings.add("duplicate-soname", paths[1],
+            findings.add("duplicate-soname", _shown(paths, inside),
                          f"{soname}: {len(paths)} different files with this SONAME can be mapped in one process "
                          f"({_where(files)}); the first loaded answers every need by name, a load by path maps "
                          f"another copy{order}", soname=soname, files=paths, union=mapped, differs=changed)
@@ -74,10 +87,33 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver) -> 
         if len(sonames) > 1:
             files = {p: procs for by_file in sonames.values() for p, procs in by_file.items()}
             paths = sorted(files)
-            findings.add("duplicate-library-family", paths[1],
+            if _identical(findings, paths, inside, f"{fam}: {len(paths)} copies under different SONAMEs "
+                          f"({', '.join(sorted(sonames))})", files, family=fam):
+                continue
+            findings.add("duplicate-library-family", _shown(paths, inside),
                          f"{fam}: {len(sonames)} copies under different SONAMEs ({', '.join(sorted(sonames))}) can "
                          f"be mapped in one process ({_where(files)}): two {fam} with separate state",
                          family=fam, files=paths, sonames=sorted(sonames))
+
+
+def _shown(paths: list[str], inside) -> str:
+    """The finding's file: the second copy of the tree, as before, else its
+    only one; a host file only when no copy is the tree's."""
+    mine = [p for p in paths if inside(p)] or paths
+    return mine[1] if len(mine) > 1 else mine[0]
+
+
+def _identical(findings: Findings, paths: list[str], inside, what: str, files, **fields) -> bool:
+    """One info finding when every copy has the same bytes; False otherwise."""
+    digests = {sha256(p) for p in paths}
+    if len(digests) != 1 or None in digests:
+        return False
+    digest = digests.pop()
+    findings.add("identical-library-copies", _shown(paths, inside),
+                 f"{what} are byte-identical (SHA-256 {digest[:16]}...) and can be mapped in one process "
+                 f"({_where(files)}): the same build, loaded twice, each copy with its own state",
+                 files=paths, sha256=digest, **fields)
+    return True
 
 
 def differs(processes: list[Process], union: Process) -> list[dict]:

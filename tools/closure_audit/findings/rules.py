@@ -43,6 +43,8 @@ _RULES = (
          "A known optional library is found nowhere: the Python module needing it fails to import."),
     Rule("duplicate-soname", None, WARNING, ("soname", "files"),
          "Two different files with one SONAME can be loaded in one process."),
+    Rule("identical-library-copies", None, INFO, ("files", "sha256"),
+         "Byte-identical copies of one library (one SONAME, or one CUDA library family) can be mapped in one process."),
     Rule("distribution-file-conflict", None, WARNING, ("paths", "distributions", "on_disk", "losers"),
          "Two installed distributions claim the same files in their RECORD with different bytes; the last installed won."),
     Rule("duplicate-library-family", None, WARNING, ("family", "files"),

@@ -112,7 +112,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads), preloads.notes
-        judge_processes(processes, findings, env.is_driver)
+        judge_processes(processes, findings, env.is_driver, lambda p: env.in_tree(loader.realpath(p)))
         judge_claims(site_dirs(env.tree_roots), findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread)
