@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,8 +39,10 @@ def wheel(directory: Path, name: str, version: str, files: dict[str, bytes], req
 
 
 def pip_install(prefix: Path, *wheels: Path) -> None:
+    """pip's own install into `prefix`; what the running Python has installed
+    (its own nvidia-cuda-runtime) is not taken for this prefix's."""
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--no-index", "--no-compile", "--prefix", str(prefix), *map(str, wheels)], check=True,
+                    "--no-index", "--no-compile", "--ignore-installed", "--prefix", str(prefix), *map(str, wheels)], check=True,
                    capture_output=True)
 
 
@@ -86,3 +89,74 @@ def test_two_distributions_claiming_one_path_name_the_one_on_disk_and_who_loses(
     (site / LIB).write_bytes(cu13 + b"\0")
     (f,) = [f for f in conflicts(venv) if f["file"] == str(site / LIB)]
     assert f["on_disk"] is None and "match neither RECORD" in f["message"]
+
+
+# -- advice checked against what is installed -----------------------------------
+
+def maps(*paths, ld_library_path) -> list[str]:
+    """What a fresh process maps after loading `paths` (RTLD_NOW), the host
+    directory standing for ld.so.conf's."""
+    code = ("import ctypes, os, sys\nfor p in sys.argv[1:]:\n    ctypes.CDLL(p, mode=os.RTLD_NOW)\n"
+            "print('\\n'.join(sorted({l.split()[-1] for l in open('/proc/self/maps') if '.so' in l})))")
+    env = dict(os.environ, LD_LIBRARY_PATH=str(ld_library_path))
+    return subprocess.run([sys.executable, "-c", code, *map(str, paths)], capture_output=True, text=True, env=env,
+                          check=True).stdout.split()
+
+
+def from_host(target: Path, host: Path, needed: str) -> dict:
+    policy = target.parent / "policy.toml"
+    policy.write_text(f'schema = "closure-audit-policy/1"\n[host]\ndirectories = {json.dumps([str(host), *LIBC])}\n')
+    p = run_cli("audit", "--json", "--policy", str(policy), str(target))
+    assert p.returncode in (0, 1), p.stderr
+    (f,) = [f for f in json.loads(p.stdout)["findings"]
+            if f["rule"] == "cuda-library-from-host" and f["needed"] == needed]
+    return f
+
+
+LIBC = [d for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
+        if os.path.exists(os.path.join(d, "libc.so.6"))]
+
+
+def test_a_name_without_a_version_the_installed_wheel_lacks_is_no_reason_to_install_it(tmp_path, build):
+    """CUPTI asks for `libcudart.so`; nvidia-cuda-runtime is installed and
+    ships libcudart.so.13 only: the advice says so, never 'install
+    nvidia-cuda-runtime'. The real loader takes the host's file."""
+    host = tmp_path / "host"
+    build.lib("../host/libcudart.so", code="int host_cudart = 1;\n")
+    cudart = build.lib("wheel/libcudart.so.13").read_bytes()
+    cupti = build.lib("wheel/libcupti.so.13", links=[host / "libcudart.so"], runpath=["$ORIGIN"]).read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    venv = tmp_path / "venv"
+    (venv).mkdir()
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    pip_install(venv, wheel(wheels, "nvidia-cuda-runtime", "13.0.96", {"nvidia/cu13/lib/libcudart.so.13": cudart}),
+                wheel(wheels, "nvidia-cuda-cupti", "13.0.85", {"nvidia/cu13/lib/libcupti.so.13": cupti}))
+    (site,) = venv.glob("lib/python*/site-packages")
+    f = from_host(venv, host, "libcudart.so")
+    assert "nvidia-cuda-runtime 13.0.96 is installed and ships only libcudart.so.13" in f["message"]
+    assert "ship the" not in f["message"] and "installing none helps" in f["message"]
+    assert str(host / "libcudart.so") in maps(site / "nvidia/cu13/lib/libcupti.so.13", ld_library_path=host)
+
+
+def test_an_installed_file_outside_the_audited_directory_is_named_where_it_is(tmp_path, build):
+    """Auditing site-packages/nvidia/cu13/lib: a library there needs
+    libnvvm.so.4, which nvidia-nvvm installs in nvidia/cu13/nvvm/lib64,
+    outside that directory; the host has one too. The advice names the
+    installed file and why the search misses it, not 'install nvidia-nvvm'."""
+    host = tmp_path / "host"
+    build.lib("../host/libnvvm.so.4", code="int host_nvvm = 1;\n")
+    nvvm = build.lib("wheel/libnvvm.so.4").read_bytes()
+    user = build.lib("wheel/libnvvmuser.so.13", links=[host / "libnvvm.so.4"], runpath=["$ORIGIN"]).read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    venv = tmp_path / "venv"
+    pip_install(venv, wheel(wheels, "nvidia-nvvm", "13.0.88", {"nvidia/cu13/nvvm/lib64/libnvvm.so.4": nvvm}),
+                wheel(wheels, "nvidia-nvvm-user", "13.0.1", {"nvidia/cu13/lib/libnvvmuser.so.13": user}))
+    (site,) = venv.glob("lib/python*/site-packages")
+    f = from_host(site / "nvidia/cu13/lib", host, "libnvvm.so.4")
+    installed = site / "nvidia/cu13/nvvm/lib64/libnvvm.so.4"
+    assert f"nvidia-nvvm 13.0.88 installs it, at {installed}" in f["message"]
+    assert "ship the" not in f["message"]
+    mapped = maps(site / "nvidia/cu13/lib/libnvvmuser.so.13", ld_library_path=host)
+    assert str(host / "libnvvm.so.4") in mapped and str(installed) not in mapped

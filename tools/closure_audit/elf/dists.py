@@ -116,3 +116,27 @@ def owners(dists: list[Distribution]) -> dict[str, list[Distribution]]:
         for rel in d.files:
             out.setdefault(rel, []).append(d)
     return out
+
+
+def enclosing_sites(roots: tuple[str, ...], sites: list[str]) -> list[str]:
+    """`sites`, and for a root inside a site-packages (an audit of
+    site-packages/nvidia) that site-packages: where its distributions' RECORDs are."""
+    out = list(sites)
+    for root in roots:
+        probe = os.path.abspath(root)
+        while probe not in ("/", ""):
+            if os.path.basename(probe) in ("site-packages", "dist-packages") and probe not in out:
+                out.append(probe)
+                break
+            probe = os.path.dirname(probe)
+    return out
+
+
+def installed_files(dists_by_site: list[tuple[str, list[Distribution]]]) -> dict[str, list[tuple[Distribution, str]]]:
+    """File name -> (distribution, absolute path) for every file a RECORD claims."""
+    out: dict[str, list[tuple[Distribution, str]]] = {}
+    for site, dists in dists_by_site:
+        for d in dists:
+            for rel in d.files:
+                out.setdefault(os.path.basename(rel), []).append((d, os.path.normpath(os.path.join(site, rel))))
+    return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..elf.dists import Distribution, owners, read_distributions, sha256
+from ..elf.dists import Distribution, owners, sha256
 from .collector import Findings
 
 _MAJOR = re.compile(r"-cu(\d+)$")
@@ -31,11 +31,10 @@ def cuda_major(dist: Distribution) -> str | None:
     return None
 
 
-def judge_claims(sites: list[str], findings: Findings) -> None:
+def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: Findings) -> None:
     """One finding per pair of distributions claiming paths with different
     bytes, and per distribution whose bytes are on disk."""
-    for site in sites:
-        dists = read_distributions(site)
+    for site, dists in dists_by_site:
         groups: dict[tuple, list[str]] = {}
         for rel, claimants in sorted(owners(dists).items()):
             if len(claimants) < 2 or len({d.files[rel] for d in claimants}) < 2:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..cuda.redist import install_hint
+from ..cuda.redist import install_hint, library_package
 from ..loader import model as ld
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES
 from ..loader.chains import Resolved
@@ -32,10 +32,14 @@ class FromHost:
     its search path misses) and otherwise what to install."""
 
     def __init__(self, processes=(), providers: dict[str, list[str]] | None = None, inside=None,
-                 unread: list[str] | None = None):
+                 unread: list[str] | None = None, installed: dict | None = None):
         """`unread`: framework files whose preloads could not be read
-        (loader/preloads.py notes): what they load first is unknown."""
+        (loader/preloads.py notes): what they load first is unknown.
+        `installed`: file name -> (distribution, path) of every file the
+        RECORDs of the tree's distributions claim (elf/dists.py): advice
+        never says to install what is installed."""
         self.unread = unread or []
+        self.installed = installed or {}
         self._libraries: dict[str, tuple[str, dict[str, dict]]] = {}  # name -> (host path, {file: evidence})
         self.processes = list(processes)
         self.providers = providers or {}
@@ -92,9 +96,43 @@ class FromHost:
                 only = (f" (the tree holds only {versioned[0]}, which glibc does not take for {name})"
                         if versioned else "")
                 text = (f"{name} is not in the tree{only}; only the host has it, at {host_path}, and {count} "
-                        f"it ({os.path.basename(files[0])}{more}){twice}: ship {install_hint(name)}")
+                        f"it ({os.path.basename(files[0])}{more}){twice}: "
+                        f"{self.advice(name, os.path.basename(files[0]), versioned)}")
             findings.add("cuda-library-from-host", files[0], text, needed=name, host_path=host_path,
                          objects=files, opened=opened, tree_copies=held + versioned)
+
+
+    def _distributions(self) -> list:
+        if not hasattr(self, "_dists"):
+            self._dists = list({id(d): d for files in self.installed.values() for d, _p in files}.values())
+        return self._dists
+
+    def advice(self, name: str, needer: str, versioned: list[str]) -> str:
+        """What to do, checked against the installed distributions: where a
+        file of that name is installed, where it is and why the search
+        misses it; where the distribution that ships the library is
+        installed without that name, that no install helps; else what to
+        install."""
+        exact = [(d, p) for d, p in self.installed.get(name, ()) if os.path.exists(p)]
+        if exact:
+            d, path = exact[0]
+            return (f"{d.name} {d.version} installs it, at {path}, but no directory of the search path of "
+                    f"{needer} holds it and nothing loaded first maps it: add {os.path.dirname(path)} to its "
+                    f"runpath (or load it first)")
+        for copy in versioned:
+            owner = next((d for d, p in self.installed.get(os.path.basename(copy), ()) if p == copy), None)
+            if owner is not None:
+                return (f"{owner.name} {owner.version} is installed and ships only {os.path.basename(copy)}: "
+                        f"{name}, a name without that version, is in no wheel, so installing none helps; a "
+                        f"link {name} -> {os.path.basename(copy)} beside it, or the host's copy, answers it")
+        package = library_package(name)
+        base = package[1].replace("-cuXX", "") if package else None
+        owner = next((d for d in self._distributions() if d.key == base or base and d.key.startswith(base + "-cu")),
+                     None)
+        if owner is not None:
+            return (f"{owner.name} {owner.version}, which ships that library, is installed but holds no file "
+                    f"{name}: a build for another CUDA major, or the library's other name, is what it has")
+        return f"ship {install_hint(name)}"
 
 
 def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, str | None]]:

@@ -9,6 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
+from ..elf.dists import enclosing_sites, installed_files, read_distributions
 from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
@@ -108,14 +109,17 @@ def audit(targets: list[str], policy, root: str | None = None,
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
-    processes, unread = [], []
+    processes, unread, installed = [], [], {}
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads), preloads.notes
         judge_processes(processes, findings, env.is_driver, lambda p: env.in_tree(loader.realpath(p)))
-        judge_claims(site_dirs(env.tree_roots), findings)
+        sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
+        dists = [(site, read_distributions(site)) for site in sites]
+        judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
+        installed = installed_files(dists)
     # What is opened first: it tells which entry points are plugins.
-    from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread)
+    from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
