@@ -159,3 +159,19 @@ def test_what_a_failed_load_mapped_answers_no_later_need(stack, build, tmp_path)
         assert load(stack, proc) == files(stack, proc)
     _, error = maps(*roots(procs["union"])[-1:], ld_library_path=stack.host)
     assert "libhelper.so" in error
+
+
+def test_a_package_that_loads_no_cuda_library_is_no_framework_and_stays_out_of_the_union(stack, build, tmp_path):
+    """numpy's module needs only numpy.libs' libgfortran: it has its
+    process, marked as loading no CUDA library, and the union imports torch
+    and CuPy only. The real loader agrees with each process's record."""
+    gfortran = build.lib("venv/lib/python3.12/site-packages/numpy.libs/libgfortran-040039e1.so.5")
+    build.lib(f"venv/lib/python3.12/site-packages/numpy/core/_multiarray{EXT}", soname="", links=[gfortran],
+              runpath=["$ORIGIN/../../numpy.libs"])
+    procs = processes(stack, tmp_path)
+    assert list(procs) == ["cupy", "numpy", "torch", "union"]
+    assert [procs[n]["loads_cuda"] for n in ("cupy", "numpy", "torch", "union")] == [True, False, True, True]
+    assert procs["union"]["frameworks"] == ["torch", "cupy"]
+    assert str(gfortran) not in files(stack, procs["union"])
+    for name in ("numpy", "union"):
+        assert load(stack, procs[name]) == files(stack, procs[name])

@@ -10,6 +10,13 @@ makes. Every name is resolved as glibc does, a name already loaded first
 (Loader.chain with the process's LinkMap), so a need that a module alone
 takes from the host is taken from the tree's copy a preload mapped.
 
+A framework is a package whose process loads CUDA libraries: it preloads
+one, or one of its modules' load chains needs one (a CUDA toolkit or driver
+library, by name; found or not), as read from its files, never from a list
+of names. numpy, scipy or PIL still get their own process (their modules
+are loaded as anything else is), marked `loads_cuda` False, and stay out of
+the union.
+
 With two frameworks or more, one more process: their union, each imported
 after the other in UNION order (torch first, then the others by name), so a
 framework's loads can answer the needs of one imported after it.
@@ -26,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from ..util import under
 from .chains import Resolved
-from .libraries import GLIBC_FAMILY
+from .libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES, GLIBC_FAMILY
 from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution, matches_any
 from .preloads import Preload, Preloads, site_dirs
 
@@ -49,6 +56,8 @@ class Need:
     first: str | None = None  # in the union: the framework imported before the object's whose load mapped it
 
 
+CUDA_LIBRARIES = tuple(CUDA_TOOLKIT_LIBRARIES) + tuple(DRIVER_LIBRARIES)
+
 # The union's order: torch first, as torchvision, torchaudio and most stacks
 # import it before anything else; then the other frameworks by name.
 UNION, UNION_FIRST = "union", ("torch",)
@@ -66,6 +75,7 @@ class Process:
     imported_by: dict[int, str] = field(default_factory=dict)  # id(root object) -> the framework whose import loads it
     # Loads that fail: the chain, the name found nowhere, how many objects were mapped when it was tried.
     failed: list[tuple[Chain, str, int]] = field(default_factory=list)
+    loads_cuda: bool = True  # a framework: it loads CUDA libraries (see the module's docstring)
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         """The objects of that file, a failed load's included: their other
@@ -162,14 +172,23 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
     for name, packages in sorted(groups.items()):
         proc = Process(name, tuple(packages), (name,))
         _import(loader, proc, name, packages, modules, found)
+        proc.loads_cuda = bool(proc.preloaded) or _needs_cuda(proc)
         out.append(proc)
-    if len(groups) > 1:
-        order = sorted(groups, key=lambda n: (UNION_FIRST.index(n) if n in UNION_FIRST else len(UNION_FIRST), n))
+    frameworks = [p.name for p in out if p.loads_cuda]
+    if len(frameworks) > 1:
+        order = sorted(frameworks, key=lambda n: (UNION_FIRST.index(n) if n in UNION_FIRST else len(UNION_FIRST), n))
         union = Process(UNION, tuple(p for n in order for p in groups[n]), tuple(order))
         for name in order:
             _import(loader, union, name, groups[name], modules, found)
         out.append(union)
     return out
+
+
+def _needs_cuda(proc: Process) -> bool:
+    """Whether an object the process loads, or tried to, asks for a CUDA
+    library by name."""
+    objects = proc.link_map.objects + [o for chain, _, _ in proc.failed for o in chain.objects]
+    return any(matches_any(r.needed, CUDA_LIBRARIES) for o in objects for r in o.resolutions)
 
 
 def _import(loader: Loader, proc: Process, name: str, packages: list[str],

@@ -130,7 +130,8 @@ def process_json(proc) -> dict:
         objects.append({"path": obj.real, "soname": obj.elf.soname or None, "loaded_by": by})
     failed = [{"path": chain.root.real, "missing": name, "at": at, "loaded_by": _loaded_by(proc, chain.root)}
               for chain, name, at in proc.failed]
-    return {"name": proc.name, "frameworks": list(proc.frameworks), "objects": objects, "failed": failed}
+    return {"name": proc.name, "frameworks": list(proc.frameworks), "loads_cuda": proc.loads_cuda, "objects": objects,
+            "failed": failed}
 
 
 def _loaded_by(proc, root) -> dict:
