@@ -1,4 +1,4 @@
-"""The processes of a Python GPU stack (loader/process.py, loader/preloads.py),
+"""The processes of a Python GPU stack (loader/process.py, loader/preloads/),
 on a synthetic copy of the real shape: NVIDIA's CUDA 13 wheels (one
 nvidia/cu13/lib, $ORIGIN RUNPATHs, libnvrtc without any), PyTorch with its
 DT_RPATH and `_preload_cuda_deps`, CuPy 14's extension modules without any

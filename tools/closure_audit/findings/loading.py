@@ -34,7 +34,7 @@ class FromHost:
     def __init__(self, processes=(), providers: dict[str, list[str]] | None = None, inside=None,
                  unread: list[str] | None = None, installed: dict | None = None):
         """`unread`: framework files whose preloads could not be read
-        (loader/preloads.py notes): what they load first is unknown.
+        (loader/preloads/ notes): what they load first is unknown.
         `installed`: file name -> (distribution, path) of every file the
         RECORDs of the tree's distributions claim (elf/dists.py): advice
         never says to install what is installed."""

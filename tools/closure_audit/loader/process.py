@@ -4,7 +4,7 @@ One process per framework: a top-level package holding extension modules
 (torch, cupy, jax, ...), with the packages named after it (torchvision and
 torchaudio import torch first; cupy_backends and cupyx belong to cupy;
 jaxlib and jax_plugins to jax). Each is an ordered set of loaded objects:
-the framework's preloads at its import (loader/preloads.py), then each
+the framework's preloads at its import (loader/preloads/), then each
 extension module in path order, each preceded by the preloads its trigger
 makes. Every name is resolved as glibc does, a name already loaded first
 (Loader.chain with the process's LinkMap), so a need that a module alone

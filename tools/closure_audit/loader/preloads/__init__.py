@@ -1,0 +1,37 @@
+"""Libraries a Python framework loads by absolute path before the extension
+modules that need them, read from the tree's own Python files with `ast`
+(nothing is imported): docs/internals/loader.md#preloads. One module per
+framework, each with `read(sites, listing, out)`: a framework is added by
+adding its module to FRAMEWORKS (and its test).
+
+- PyTorch: `_preload_cuda_deps` in torch/__init__.py, at `import torch`;
+- NVIDIA's cuda-pathfinder, for CuPy 14's triggers (`import cupy`,
+  `cupy.cuda.cufft`, the `_submodules` of cupy_backends/cuda/libs); its
+  catalog's format follows its version;
+- JAX's CUDA plugin: `_load_nvidia_libraries` in
+  jax_plugins/xla_cuda*/__init__.py, at the plugin's initialization;
+- Triton's profiler: the CUPTI bundled under triton/backends/nvidia/lib/cupti.
+
+A file whose shape is not the one read here gives no preloads and a note
+saying so: the audit then judges as without that framework's help.
+"""
+
+from __future__ import annotations
+
+from . import cupy, jax, torch, triton
+from .common import Listing, Preload, Preloads, site_dirs
+from .pathfinder import Descriptor, Pathfinder
+
+__all__ = ["Descriptor", "Listing", "Pathfinder", "Preload", "Preloads", "read_preloads", "site_dirs"]
+
+# In this order: a framework's preloads are listed after the earlier ones'.
+FRAMEWORKS = (torch, cupy, jax, triton)
+
+
+def read_preloads(roots: tuple[str, ...], listing: Listing) -> Preloads:
+    """Every preload the trees' Python files describe."""
+    sites = site_dirs(roots)
+    out = Preloads([], [])
+    for framework in FRAMEWORKS:
+        framework.read(sites, listing, out)
+    return out
