@@ -10,6 +10,8 @@ adding its module to FRAMEWORKS (and its test).
   catalog's format follows its version;
 - JAX's CUDA plugin: `_load_nvidia_libraries` in
   jax_plugins/xla_cuda*/__init__.py, at the plugin's initialization;
+- NVIDIA's cuda-bindings: its _internal wrappers' first call, through
+  cuda-pathfinder (NVRTC and its builtins, nvJitLink, ...);
 - Triton's profiler: the CUPTI bundled under triton/backends/nvidia/lib/cupti.
 
 A file whose shape is not the one read here gives no preloads and a note
@@ -18,14 +20,14 @@ saying so: the audit then judges as without that framework's help.
 
 from __future__ import annotations
 
-from . import cupy, jax, torch, triton
+from . import cuda_bindings, cupy, jax, torch, triton
 from .common import Listing, Preload, Preloads, site_dirs
 from .pathfinder import Descriptor, Pathfinder
 
 __all__ = ["Descriptor", "Listing", "Pathfinder", "Preload", "Preloads", "read_preloads", "site_dirs"]
 
 # In this order: a framework's preloads are listed after the earlier ones'.
-FRAMEWORKS = (torch, cupy, jax, triton)
+FRAMEWORKS = (torch, cupy, cuda_bindings, jax, triton)
 
 
 def read_preloads(roots: tuple[str, ...], listing: Listing) -> Preloads:

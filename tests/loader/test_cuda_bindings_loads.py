@@ -1,0 +1,57 @@
+"""cuda-bindings' first use (loader/preloads/cuda_bindings.py): its
+_internal wrappers load NVRTC (with its builtins) and nvJitLink through
+cuda-pathfinder, which the process of the `cuda` package must map. On
+test_process_model.py's synthetic stack, checked against the real loader
+as test_union_process.py checks every process: a fresh Python process
+loads the process's roots in the model's order and /proc/self/maps must
+hold exactly the files the model lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_process_model import CATALOG, EXT, stack, write  # noqa: F401
+from test_union_process import files, load, processes
+
+pytestmark = pytest.mark.fhs
+
+NVJITLINK = '''
+    DescriptorSpec(name="nvJitLink", packaged_with="ctk", linux_sonames=("libnvJitLink.so.13",),
+                   site_packages_linux=("nvidia/cu13/lib", "nvidia/nvjitlink/lib")),
+)
+'''
+
+
+def wrapper(build, name: str, calls_pathfinder: bool = True):
+    code = 'const char *loader = "load_nvidia_dynamic_lib";\n' if calls_pathfinder else "int plain = 1;\n"
+    return build.lib(f"venv/lib/python3.12/site-packages/cuda/bindings/_internal/{name}{EXT}", soname="",
+                     code=code)
+
+
+def test_the_first_call_into_nvrtc_and_nvjitlink_maps_them_through_cuda_pathfinder(stack, build, tmp_path):
+    write(stack.site / "cuda/pathfinder/_dynamic_libs/descriptor_catalog.py", CATALOG.rstrip().rstrip(")") + NVJITLINK)
+    builtins = build.lib("venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc-builtins.so.13.0")
+    nvjitlink = build.lib("venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvJitLink.so.13")
+    nvrtc_module = wrapper(build, "nvrtc")
+    wrapper(build, "nvjitlink")
+    wrapper(build, "driver")  # dlopens libcuda.so.1 itself: no catalog entry
+    wrapper(build, "nvvm", calls_pathfinder=False)  # names no pathfinder call: not modelled
+    procs = processes(stack, tmp_path)
+    cuda = procs["cuda"]
+    by_path = {o["path"]: o["loaded_by"] for o in cuda["objects"]}
+    for lib, module in ((stack.nvrtc, "nvrtc"), (builtins, "nvrtc"), (nvjitlink, "nvjitlink")):
+        assert by_path[str(lib)] == {"preload": "cuda-pathfinder", "trigger": f"the first call into cuda.bindings' "
+                                     f"{module}", "framework": "cuda"}
+    paths = [o["path"] for o in cuda["objects"]]
+    assert paths.index(str(stack.nvrtc)) < paths.index(str(builtins)) < paths.index(str(nvrtc_module))
+    assert cuda["loads_cuda"] and "cuda" in procs["union"]["frameworks"]
+    # The real loader maps exactly those files, in that process and in the union.
+    for name in ("cuda", "union"):
+        assert load(stack, procs[name]) == files(stack, procs[name])
+
+
+def test_a_cuda_directory_without_pathfinder_wrappers_loads_nothing(stack, build, tmp_path):
+    wrapper(build, "nvrtc", calls_pathfinder=False)
+    procs = processes(stack, tmp_path)
+    assert str(stack.nvrtc) not in files(stack, procs["cuda"])
+    assert not procs["cuda"]["loads_cuda"]
