@@ -581,3 +581,20 @@ def test_the_trees_versioned_copies_of_a_host_library_are_each_named_once(stack,
     assert f.message.count(str(full)) <= 1
     mapped, error = maps(proton, ld_library_path=stack.host)
     assert error == "" and str(stack.host / "libcupti.so") in mapped and str(full) not in mapped
+
+
+def test_an_origin_entry_naming_no_directory_is_judged_alike_from_the_venv_and_its_site_packages(stack, build):
+    """A jaxlib module's $ORIGIN/../../nvidia/cu13/lib leaves site-packages
+    (for a module one level down) and names no directory: stale, info, both
+    when the venv is audited and when its site-packages is, never impure
+    from one and stale from the other. The real loader loads it alike."""
+    module = build.lib(f"venv/lib/python3.12/site-packages/jaxlib/_jax{EXT}", soname="", links=[stack.cudart],
+                       runpath=["$ORIGIN/../../nvidia/cu13/lib", "$ORIGIN/../nvidia/cu13/lib"])
+    judged = []
+    for root in (stack.venv, stack.site):
+        report = audit(root, policy=host_policy(stack.host))
+        judged.append(sorted((f.rule, f.severity) for f in report.findings
+                             if f.file == str(module) and f.fields.get("entry") == "$ORIGIN/../../nvidia/cu13/lib"))
+    assert judged[0] == judged[1] == [("runpath-stale-dir", "info")]
+    mapped, error = maps(module)  # RUNPATH: LD_LIBRARY_PATH, standing for the host here, would come first
+    assert error == "" and str(stack.cudart) in mapped

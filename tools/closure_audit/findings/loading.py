@@ -318,7 +318,11 @@ class LoadJudge:
                 continue
             if expanded.rstrip("/") in env.driver_dirs:
                 continue
-            if not env.inside(self.loader.realpath(expanded)):
+            # An $ORIGIN entry naming no directory says the same wherever the audit's root is (a venv, or
+            # its site-packages, which $ORIGIN/../../ leaves): stale or missing, never impure.
+            origin_missing = (not env.nix and ("$ORIGIN" in entry or "${ORIGIN}" in entry)
+                              and not self.loader.dir_exists(expanded))
+            if not origin_missing and not env.inside(self.loader.realpath(expanded)):
                 where = "the Nix store" if env.nix else "the tree"
                 add("runpath-impure", obj.real, f"{tag} entry {entry} points outside {where}",
                     entry=entry, tag=tag)
