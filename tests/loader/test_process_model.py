@@ -598,3 +598,36 @@ def test_an_origin_entry_naming_no_directory_is_judged_alike_from_the_venv_and_i
     assert judged[0] == judged[1] == [("runpath-stale-dir", "info")]
     mapped, error = maps(module)  # RUNPATH: LD_LIBRARY_PATH, standing for the host here, would come first
     assert error == "" and str(stack.cudart) in mapped
+
+
+def test_a_need_of_tritons_bundled_cupti_names_triton_cupti_lib_path(stack, build):
+    """Triton's profiler opens its bundled libcupti.so by path; that CUPTI
+    needs libnvperf_host.so, which its directory lacks and the host has.
+    The advice names TRITON_CUPTI_LIB_PATH, where the profiler takes CUPTI
+    from; the real loader maps the host's copy from the bundled CUPTI and
+    the tree's from a CUPTI in the directory the advice names."""
+    write(stack.site / "triton/knobs.py", 'cupti_lib_dir = env("TRITON_CUPTI_LIB_PATH")\n')
+    host_perf = stack.host / build.lib("../host/libnvperf_host.so", code="int host_perf = 1;\n").name
+    tree_perf = build.lib("venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvperf_host.so",
+                          code="int tree_perf = 1;\n")
+    bundled = build.lib("venv/lib/python3.12/site-packages/triton/backends/nvidia/lib/cupti/libcupti.so",
+                        soname="libcupti.so.13", code="int triton_cupti = 1;\n", links=[host_perf],
+                        rpath=["$ORIGIN"])
+    wheel_cupti = build.lib("venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so", soname="libcupti.so.13",
+                            code="int wheel_cupti = 1;\n", links=[tree_perf], rpath=["$ORIGIN"])
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = by_rule(report, "needs-preloaded-library", "libnvperf_host.so")
+    assert f.file == str(bundled) and f.fields["host_path"] == str(host_perf)
+    assert (f"Triton's profiler opens libcupti.so in TRITON_CUPTI_LIB_PATH (default {bundled.parent})"
+            in f.message)
+    assert f"the tree's {stack.cu13} holds libnvperf_host.so beside libcupti.so" in f.message
+    mapped, _ = maps(bundled, ld_library_path=stack.host)
+    assert str(host_perf) in mapped and str(tree_perf) not in mapped
+    mapped, _ = maps(stack.cu13 / "libcupti.so", ld_library_path=stack.host)
+    assert str(tree_perf) in mapped and str(host_perf) not in mapped and wheel_cupti.exists()
+    # Without the tree's copy, the host's is the only one: cuda-library-from-host, with the same way out.
+    tree_perf.unlink()
+    wheel_cupti.unlink()
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = by_rule(report, "cuda-library-from-host", "libnvperf_host.so")
+    assert f.file == str(bundled) and "TRITON_CUPTI_LIB_PATH" in f.message

@@ -98,9 +98,27 @@ class FromHost:
                 text = (f"{name} is not in the tree{only}; only the host has it, at {host_path}, and {count} "
                         f"it ({os.path.basename(files[0])}{more}){twice}: "
                         f"{self.advice(name, os.path.basename(files[0]), versioned)}")
+            text += self.triton(files, name, held)
             findings.add("cuda-library-from-host", files[0], text, needed=name, host_path=host_path,
                          objects=files, opened=opened, tree_copies=held + versioned)
 
+    def triton(self, files: list[str], name: str, held: list[str]) -> str:
+        """Triton's profiler opens libcupti.so in TRITON_CUPTI_LIB_PATH
+        (default: the CUPTI bundled with Triton): for a need of that CUPTI,
+        the variable is the fix a user can make without patching a file."""
+        bundled = sorted({os.path.dirname(p.path) for proc in self.processes for p in proc.preloaded.values()
+                          if p.framework == "triton"})
+        if not any(os.path.dirname(f) in bundled for f in files):
+            return ""
+        where = ""
+        if held:
+            directory = os.path.dirname(held[0])
+            beside = " beside libcupti.so" if "libcupti.so" in {os.path.basename(p) for p in
+                                                                self.providers.get("libcupti.so", [])
+                                                                if os.path.dirname(p) == directory} else ""
+            where = f" (the tree's {directory} holds {name}{beside})"
+        return (f"; Triton's profiler opens libcupti.so in TRITON_CUPTI_LIB_PATH (default {bundled[0]}), so "
+                f"setting it to a directory that holds libcupti.so and {name}{where} gives it the tree's copies")
 
     def _distributions(self) -> list:
         if not hasattr(self, "_dists"):
@@ -217,7 +235,8 @@ class LoadJudge:
         if not self.from_host.preloaded(self.findings, obj.real, res.needed, res.path):
             self.findings.add("needs-preloaded-library", obj.real,
                               f"{res.needed} is not in this object's search path; it loads the tree's {held[0]} only "
-                              f"if the process already has it, else the host's {res.path}",
+                              f"if the process already has it, else the host's {res.path}"
+                              f"{self.from_host.triton([obj.real], res.needed, held)}",
                               needed=res.needed, providers=held, searched=res.searched, chain=[obj.real],
                               host_path=res.path)
         return True
