@@ -232,3 +232,20 @@ def test_a_module_whose_load_fails_is_not_listed_as_loaded(tmp_path):
     assert str(closed) in traced and str(closed) not in mapped
     p = run_cli("trace", "--against", str(tree), "--", *command)
     assert f"failed: {module}" in p.stdout
+
+
+def test_import_order_needs_a_tree_and_names_its_frameworks(tmp_path):
+    """--import-order orders the model's union: without --against there is
+    none; a name that is no framework of the tree is a one-line error, and
+    the command is never run."""
+    tree, *_ = venv(tmp_path)
+    marker = tmp_path / "ran"
+    command = python(f"open({str(marker)!r}, 'w')")
+    p = run_cli("trace", "--import-order", "torch,cupy", "--", *command)
+    assert p.returncode == 2 and "--against" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    p = run_cli("trace", "--against", str(tree), "--import-order", "torch,", "--", *command)
+    assert p.returncode == 2 and "comma-separated" in p.stderr
+    assert not marker.exists()
+    p = run_cli("trace", "--against", str(tree), "--import-order", "torch", "--", *command)
+    assert p.returncode == 2 and "torch is no framework of the tree" in p.stderr and "Traceback" not in p.stderr
+    assert not marker.exists()

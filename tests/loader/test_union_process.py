@@ -175,3 +175,49 @@ def test_a_package_that_loads_no_cuda_library_is_no_framework_and_stays_out_of_t
     assert str(gfortran) not in files(stack, procs["union"])
     for name in ("numpy", "union"):
         assert load(stack, procs[name]) == files(stack, procs[name])
+
+
+def test_a_need_one_import_order_answers_and_the_other_leaves_to_fail(stack, tmp_path):
+    """Without cuda-pathfinder and without a host copy, CuPy's cufft module
+    loads only after torch's import preloaded the tree's libcufft: importing
+    cupy first, it fails. import-order-differs names both orders and what
+    each gets; --import-order cupy,torch makes that order the union's. The
+    real loader agrees with the union in each order."""
+    shutil.rmtree(stack.site / "cuda")
+    (stack.host / "libcufft.so.12").unlink()
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    found = {x.fields["library"]: x for x in by_rule(report, "import-order-differs")}
+    # torch preloads NVRTC and cuBLAS too: CuPy's modules get the host's copies when imported first.
+    assert sorted(found) == ["libcublas.so.13", "libcufft.so.12", "libnvrtc.so.13"]
+    assert found["libnvrtc.so.13"].severity == found["libcublas.so.13"].severity == "info"
+    f = found["libcufft.so.12"]
+    assert (f.severity, f.file, f.fields["library"]) == ("warning", str(stack.cupy_cufft), "libcufft.so.12")
+    assert f.fields["orders"] == [["torch", "cupy"], ["cupy", "torch"]]
+    assert f.fields["objects"] == [{"file": str(stack.cupy_cufft), "first": str(stack.cufft), "second": None}]
+    assert f"importing torch, then cupy, cufft{EXT} gets {stack.cufft}; importing cupy, then torch, it gets " \
+           f"none and fails" in f.message
+    torch_first = processes(stack, tmp_path)["union"]
+    p = run_cli("audit", "--json", "--import-order", "cupy,torch", "--policy", policy_file(stack, tmp_path),
+                str(stack.venv))
+    cupy_first = {proc["name"]: proc for proc in json.loads(p.stdout)["processes"]}["union"]
+    assert cupy_first["frameworks"] == ["cupy", "torch"]
+    assert [x["path"] for x in cupy_first["failed"]] == [str(stack.cupy_cufft)]
+    for union in (torch_first, cupy_first):
+        assert load(stack, union) == files(stack, union)
+    assert str(stack.cupy_cufft) in files(stack, torch_first)
+
+
+def test_both_orders_loading_other_copies_is_information(stack):
+    shutil.rmtree(stack.site / "cuda")
+    report = audit(stack.venv, policy=host_policy(stack.host))
+    (f,) = [x for x in by_rule(report, "import-order-differs") if x.fields["library"] == "libcufft.so.12"]
+    assert f.severity == "info" and f.fields["objects"] == [
+        {"file": str(stack.cupy_cufft), "first": str(stack.cufft), "second": str(stack.host / "libcufft.so.12")}]
+
+
+@pytest.mark.parametrize("order, said", [("cupy,numpy", "numpy is no framework of the tree"),
+                                         ("cupy,cupy", "a framework is named twice")])
+def test_an_import_order_naming_no_framework_is_a_usage_error(stack, tmp_path, order, said):
+    p = run_cli("audit", "--import-order", order, "--policy", policy_file(stack, tmp_path), str(stack.venv))
+    assert p.returncode == 2 and said in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1

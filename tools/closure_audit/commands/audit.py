@@ -30,6 +30,7 @@ def add_arguments(p) -> None:
     p.add_argument("--symbols", action="store_true",
                    help="also check that every undefined symbol of objects bound at load time (Python extension "
                         "modules and their libraries, objects linked with -z now) is defined in their load scope")
+    options.add_import_order(p)
     p.add_argument("--driver-dir", metavar="DIR", action="append",
                    help="driver library directory (default /run/opengl-driver/lib); repeatable")
 
@@ -44,6 +45,6 @@ def run(args) -> int:
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
     targets = [resolve_target(t, args.build) for t in args.targets]
     result = audit.run(audit.Options(targets, policy, args.path_info, args.root, args.tree, args.opened,
-                                     args.symbols), progress.progress)
+                                     args.symbols, args.import_order), progress.progress)
     return output.show(result, json=args.json)
 

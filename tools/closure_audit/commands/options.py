@@ -135,3 +135,16 @@ def closure_reader(build: bool, store=None):
 
 def load_policy(args):
     return policy.load_policy(args.policy)
+
+
+def add_import_order(p) -> None:
+    p.add_argument("--import-order", metavar="A,B[,...]", type=import_order,
+                   help="the frameworks the union process imports first, in this order (default: torch first, "
+                        "then the others by name); what the reverse order changes is a finding")
+
+
+def import_order(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of framework names, not {text!r}")
+    return names

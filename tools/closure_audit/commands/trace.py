@@ -24,6 +24,7 @@ def add_arguments(p) -> None:
                         "site-packages the process's own objects come from); also compare every need with "
                         "what `audit` predicts for TREE")
     options.add_policy(p)
+    options.add_import_order(p)
     p.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]",
                    help="the command to run, after --")
 
@@ -34,5 +35,8 @@ def run(args) -> int:
     command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
     if not command:
         raise UsageError("trace needs a command: closure-audit trace -- COMMAND [ARG...]")
-    result = trace.run(trace.Options(command, args.against, options.load_policy(args), args.json))
+    if args.import_order and not args.against:
+        raise UsageError("--import-order orders the model's union process, which only --against TREE builds")
+    result = trace.run(trace.Options(command, args.against, options.load_policy(args), args.json,
+                                     args.import_order))
     return output.show(result, json=args.json)

@@ -43,6 +43,8 @@ _RULES = (
          "A known optional library is found nowhere: the Python module needing it fails to import."),
     Rule("duplicate-soname", None, WARNING, ("soname", "files"),
          "Two different files with one SONAME can be loaded in one process."),
+    Rule("import-order-differs", None, WARNING, ("library", "orders", "objects"),
+         "Importing the frameworks in another order gives a need another file, or none (information when both load)."),
     Rule("identical-library-copies", None, INFO, ("files", "sha256"),
          "Byte-identical copies of one library (one SONAME, or one CUDA library family) can be mapped in one process."),
     Rule("distribution-file-conflict", None, WARNING, ("paths", "distributions", "on_disk", "losers"),

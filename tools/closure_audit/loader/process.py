@@ -18,8 +18,11 @@ are loaded as anything else is), marked `loads_cuda` False, and stay out of
 the union.
 
 With two frameworks or more, one more process: their union, each imported
-after the other in UNION order (torch first, then the others by name), so a
-framework's loads can answer the needs of one imported after it.
+after the other in UNION order (torch first, then the others by name, or
+the order `audit --import-order` gives), so a framework's loads can answer
+the needs of one imported after it; and the union in the reverse order
+(`Process.reverse`, not listed), against which judges tell what the order
+changes.
 
 What judges read: which process loads an object, what each of its needs
 resolves to there and why (`need`, `records`).
@@ -31,6 +34,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
+from ..errors import UsageError
 from ..util import under
 from .chains import Resolved
 from .libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES, GLIBC_FAMILY
@@ -76,6 +80,7 @@ class Process:
     # Loads that fail: the chain, the name found nowhere, how many objects were mapped when it was tried.
     failed: list[tuple[Chain, str, int]] = field(default_factory=list)
     loads_cuda: bool = True  # a framework: it loads CUDA libraries (see the module's docstring)
+    reverse: "Process | None" = None  # the union only: the same frameworks imported in the reverse order
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         """The objects of that file, a failed load's included: their other
@@ -154,8 +159,11 @@ def framework(package: str, packages: set[str]) -> str:
     return min(heads, key=len) if heads else package
 
 
-def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], found: Preloads) -> list[Process]:
-    """The process of every framework of the trees."""
+def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], found: Preloads,
+                    order: tuple[str, ...] | None = None) -> list[Process]:
+    """The process of every framework of the trees. `order`: frameworks to
+    import first in the union, in that order (the others follow in UNION
+    order); a name that is no framework of the trees is a UsageError."""
     sites = site_dirs(roots)
     modules: dict[str, list[tuple[str, str, str]]] = {}  # top-level package -> (stem, dotted, real path)
     for path in resolved.entry_points:
@@ -175,13 +183,25 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
         proc.loads_cuda = bool(proc.preloaded) or _needs_cuda(proc)
         out.append(proc)
     frameworks = [p.name for p in out if p.loads_cuda]
+    order = tuple(order or ())
+    unknown = [n for n in order if n not in frameworks]
+    if unknown or len(set(order)) != len(order):
+        what = f"{unknown[0]} is no framework of the tree" if unknown else "a framework is named twice"
+        raise UsageError(f"--import-order: {what} (its frameworks: {', '.join(frameworks) or 'none'})")
     if len(frameworks) > 1:
-        order = sorted(frameworks, key=lambda n: (UNION_FIRST.index(n) if n in UNION_FIRST else len(UNION_FIRST), n))
-        union = Process(UNION, tuple(p for n in order for p in groups[n]), tuple(order))
-        for name in order:
-            _import(loader, union, name, groups[name], modules, found)
+        default = sorted(frameworks, key=lambda n: (UNION_FIRST.index(n) if n in UNION_FIRST else len(UNION_FIRST), n))
+        chosen = list(order) + [n for n in default if n not in order]
+        union = _union(loader, groups, modules, found, chosen)
+        union.reverse = _union(loader, groups, modules, found, chosen[::-1])
         out.append(union)
     return out
+
+
+def _union(loader: Loader, groups: dict[str, list[str]], modules, found: Preloads, order: list[str]) -> Process:
+    union = Process(UNION, tuple(p for n in order for p in groups[n]), tuple(order))
+    for name in order:
+        _import(loader, union, name, groups[name], modules, found)
+    return union
 
 
 def _needs_cuda(proc: Process) -> bool:

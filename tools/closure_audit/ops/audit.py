@@ -15,9 +15,10 @@ from . import result_type
 # saved dump of their closure; root: the tree libraries must resolve in;
 # tree: the one object to show; list_opened: list every name objects may
 # open, not one line of them (the terminal's choice, --opened); symbols:
-# check undefined symbols (--symbols).
-Options = namedtuple("Options", "targets policy path_info root tree list_opened symbols",
-                     defaults=(None, None, None, False, False))
+# check undefined symbols (--symbols); import_order: the frameworks the
+# union process imports first (--import-order), or None.
+Options = namedtuple("Options", "targets policy path_info root tree list_opened symbols import_order",
+                     defaults=(None, None, None, False, False, None))
 
 
 Result = result_type("audit", "report tree list_opened", """report: a Report; tree: the load chain
@@ -30,7 +31,8 @@ def run(options: Options, progress=nullcontext) -> Result:
     closure = store_closure(options.targets, options.path_info)
     with progress() as shown:
         report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
-                               progress=shown, closure=closure, need_root=True, symbols=options.symbols)
+                               progress=shown, closure=closure, need_root=True, symbols=options.symbols,
+                               import_order=options.import_order)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
     return Result(report, chain, options.list_opened)
 

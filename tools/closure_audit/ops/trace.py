@@ -26,8 +26,9 @@ from . import result_type
 TREE, STORE, HOST, DRIVER = "tree", "store", "host", "driver"
 
 # command: the argument vector; against: the tree (--against) or None;
-# quiet: send the command's standard output to standard error (--json).
-Options = namedtuple("Options", "command against policy quiet")
+# quiet: send the command's standard output to standard error (--json);
+# import_order: the frameworks the model's union imports first (--import-order).
+Options = namedtuple("Options", "command against policy quiet import_order", defaults=(None,))
 # One object of a process: `name` as requested, `path` as opened, `real`
 # with its links resolved, `how` (ld_debug's NEEDED, DLOPEN, PROGRAM,
 # INTERPRETER), `by` the requesting object's real path (None for the program
@@ -44,6 +45,8 @@ tree: the tree the objects were judged against, or None; processes: Process reco
 def run(options: Options) -> Result:
     if options.against and not os.path.isdir(options.against):
         raise UsageError(f"--against is not a directory: {options.against}")
+    # The model first: a bad --import-order stops trace before the command runs.
+    predicted = predictions(options.against, options.policy, options.import_order) if options.against else {}
     with tempfile.TemporaryDirectory(prefix="closure-audit-trace-") as d:
         env = dict(os.environ, LD_DEBUG="files,libs", LD_DEBUG_OUTPUT=os.path.join(d, "ld"))
         try:
@@ -57,7 +60,6 @@ def run(options: Options) -> Result:
     tree = os.path.realpath(options.against) if options.against else find_tree(images)
     processes = [_process(image, tree) for image in images]
     findings = Findings(options.policy, "tree", None)
-    predicted = predictions(options.against, options.policy) if options.against else {}
     driver = probe("/").driver
     judge_trace(processes, tree_copies(tree, processes), driver.real if driver else None, predicted, findings)
     return Result(options.command, status, tree, processes, findings.sorted())
@@ -125,16 +127,18 @@ def tree_copies(tree: str | None, processes) -> dict[str, str]:
     return found
 
 
-def predictions(tree: str, policy) -> dict[tuple[str, str], str | None]:
+def predictions(tree: str, policy, import_order=None) -> dict[tuple[str, str], str | None]:
     """What audit's model says each (requesting object, name) loads: the
     real path, or None where it finds nothing; where a framework's process
     (loader/process.py) loads the object, what the name gets there."""
     from ..pipeline.audit import audit  # the readers and the model: only with --against
 
-    report, loader = audit([tree], policy, root=tree)
+    report, loader = audit([tree], policy, root=tree, import_order=import_order)
     out: dict[tuple[str, str], str | None] = {}
-    # A framework's process first (preloads, names already loaded), then each chain on its own.
-    for chain in [p.link_map for p in report.processes] + report.chains:
+    # A framework's process first (preloads, names already loaded), then each chain on its own; with
+    # --import-order, the union in that order first: the command imports the frameworks together.
+    procs = sorted(report.processes, key=lambda p: p.name != "union") if import_order else report.processes
+    for chain in [p.link_map for p in procs] + report.chains:
         for obj in chain.objects:
             for res in obj.resolutions:
                 path = res.target.real if res.target is not None else res.path

@@ -16,6 +16,7 @@ from ..elf.walk import walk_targets
 from ..errors import TargetError
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
+from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
 from ..findings.processes import judge_processes
@@ -26,7 +27,7 @@ from ..loader import model as ld
 from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads, site_dirs
-from ..loader.process import build_processes
+from ..loader.process import UNION, build_processes
 from ..nix.storepath import store_dir
 from .found import check_found
 
@@ -74,7 +75,7 @@ def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/")
 
 def audit(targets: list[str], policy, root: str | None = None,
           progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
-          host_root: str = "/", symbols: bool = False):
+          host_root: str = "/", symbols: bool = False, import_order: tuple[str, ...] | None = None):
     """Read, resolve, judge: (the report, the loader that resolved it). With
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
@@ -83,7 +84,8 @@ def audit(targets: list[str], policy, root: str | None = None,
     than a tree of its own directory, which would call every library beside
     the file's directory the host's. `host_root`: where the host's files lie
     (doctor's --host-root): its ld.so.conf and default directories.
-    `symbols`: check the undefined symbols of objects bound at load time too."""
+    `symbols`: check the undefined symbols of objects bound at load time too.
+    `import_order`: the frameworks the union imports first (--import-order)."""
     # The library names in read-only data of files on disk are searched while
     # the walk goes on; a wheel's members, streamed, after it.
     names = NameReader()
@@ -112,8 +114,11 @@ def audit(targets: list[str], policy, root: str | None = None,
     processes, unread, installed = [], [], {}
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)
-        processes, unread = build_processes(loader, resolved, env.tree_roots, preloads), preloads.notes
-        judge_processes(processes, findings, env.is_driver, lambda p: env.in_tree(loader.realpath(p)))
+        processes, unread = build_processes(loader, resolved, env.tree_roots, preloads, import_order), preloads.notes
+        inside = lambda p: env.in_tree(loader.realpath(p))  # noqa: E731
+        judge_processes(processes, findings, env.is_driver, inside)
+        for union in (p for p in processes if p.name == UNION):
+            judge_orders(union, findings, inside)
         sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
         dists = [(site, read_distributions(site)) for site in sites]
         judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
