@@ -117,22 +117,32 @@ LIBC = [d for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib6
         if os.path.exists(os.path.join(d, "libc.so.6"))]
 
 
+def installed(tmp_path, build, needed: str, provider: tuple[str, str, str], user: tuple[str, str, str]):
+    """A venv where pip installed `provider` (distribution, version, path of
+    its library) and `user` (the same, for a library that needs `needed`,
+    found only on the host): (venv, its site-packages, the host directory)."""
+    host = tmp_path / "host"
+    build.lib(f"../host/{needed}", code="int host_copy = 1;\n")
+    provided = build.lib(f"wheel/{os.path.basename(provider[2])}").read_bytes()
+    needing = build.lib(f"wheel/{os.path.basename(user[2])}", links=[host / needed], runpath=["$ORIGIN"]).read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    pip_install(venv, wheel(wheels, provider[0], provider[1], {provider[2]: provided}),
+                wheel(wheels, user[0], user[1], {user[2]: needing}))
+    (site,) = venv.glob("lib/python*/site-packages")
+    return venv, site, host
+
+
 def test_a_name_without_a_version_the_installed_wheel_lacks_is_no_reason_to_install_it(tmp_path, build):
     """CUPTI asks for `libcudart.so`; nvidia-cuda-runtime is installed and
     ships libcudart.so.13 only: the advice says so, never 'install
     nvidia-cuda-runtime'. The real loader takes the host's file."""
-    host = tmp_path / "host"
-    build.lib("../host/libcudart.so", code="int host_cudart = 1;\n")
-    cudart = build.lib("wheel/libcudart.so.13").read_bytes()
-    cupti = build.lib("wheel/libcupti.so.13", links=[host / "libcudart.so"], runpath=["$ORIGIN"]).read_bytes()
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    venv = tmp_path / "venv"
-    (venv).mkdir()
-    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    pip_install(venv, wheel(wheels, "nvidia-cuda-runtime", "13.0.96", {"nvidia/cu13/lib/libcudart.so.13": cudart}),
-                wheel(wheels, "nvidia-cuda-cupti", "13.0.85", {"nvidia/cu13/lib/libcupti.so.13": cupti}))
-    (site,) = venv.glob("lib/python*/site-packages")
+    venv, site, host = installed(tmp_path, build, "libcudart.so",
+                                 ("nvidia-cuda-runtime", "13.0.96", "nvidia/cu13/lib/libcudart.so.13"),
+                                 ("nvidia-cuda-cupti", "13.0.85", "nvidia/cu13/lib/libcupti.so.13"))
     f = from_host(venv, host, "libcudart.so")
     assert "nvidia-cuda-runtime 13.0.96 is installed and ships only libcudart.so.13" in f["message"]
     assert "ship the" not in f["message"] and "installing none helps" in f["message"]
@@ -144,19 +154,12 @@ def test_an_installed_file_outside_the_audited_directory_is_named_where_it_is(tm
     libnvvm.so.4, which nvidia-nvvm installs in nvidia/cu13/nvvm/lib64,
     outside that directory; the host has one too. The advice names the
     installed file and why the search misses it, not 'install nvidia-nvvm'."""
-    host = tmp_path / "host"
-    build.lib("../host/libnvvm.so.4", code="int host_nvvm = 1;\n")
-    nvvm = build.lib("wheel/libnvvm.so.4").read_bytes()
-    user = build.lib("wheel/libnvvmuser.so.13", links=[host / "libnvvm.so.4"], runpath=["$ORIGIN"]).read_bytes()
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    venv = tmp_path / "venv"
-    pip_install(venv, wheel(wheels, "nvidia-nvvm", "13.0.88", {"nvidia/cu13/nvvm/lib64/libnvvm.so.4": nvvm}),
-                wheel(wheels, "nvidia-nvvm-user", "13.0.1", {"nvidia/cu13/lib/libnvvmuser.so.13": user}))
-    (site,) = venv.glob("lib/python*/site-packages")
+    _venv, site, host = installed(tmp_path, build, "libnvvm.so.4",
+                                  ("nvidia-nvvm", "13.0.88", "nvidia/cu13/nvvm/lib64/libnvvm.so.4"),
+                                  ("nvidia-nvvm-user", "13.0.1", "nvidia/cu13/lib/libnvvmuser.so.13"))
     f = from_host(site / "nvidia/cu13/lib", host, "libnvvm.so.4")
-    installed = site / "nvidia/cu13/nvvm/lib64/libnvvm.so.4"
-    assert f"nvidia-nvvm 13.0.88 installs it, at {installed}" in f["message"]
+    installed_copy = site / "nvidia/cu13/nvvm/lib64/libnvvm.so.4"
+    assert f"nvidia-nvvm 13.0.88 installs it, at {installed_copy}" in f["message"]
     assert "ship the" not in f["message"]
     mapped = maps(site / "nvidia/cu13/lib/libnvvmuser.so.13", ld_library_path=host)
-    assert str(host / "libnvvm.so.4") in mapped and str(installed) not in mapped
+    assert str(host / "libnvvm.so.4") in mapped and str(installed_copy) not in mapped
