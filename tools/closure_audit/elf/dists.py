@@ -24,6 +24,7 @@ class Distribution:
     version: str
     dist_info: str  # the directory's path
     files: dict[str, str | None] = field(default_factory=dict)  # site-relative path -> sha256 (hex) or None
+    sizes: dict[str, int] = field(default_factory=dict)  # site-relative path -> size, where RECORD gives one
     requires: set[str] = field(default_factory=set)  # normalized names of Requires-Dist
 
     @property
@@ -87,6 +88,8 @@ def _record(dist: Distribution, path: str, site: str) -> None:
         rel = os.path.normpath(row[0])
         digest = row[1] if len(row) > 1 else ""
         dist.files[rel] = _hex(digest[len("sha256="):]) if digest.startswith("sha256=") else None
+        if len(row) > 2 and row[2].isdigit():
+            dist.sizes[rel] = int(row[2])
 
 
 def _hex(urlsafe: str) -> str | None:

@@ -40,10 +40,14 @@ def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: 
             if len(claimants) < 2 or len({d.files[rel] for d in claimants}) < 2:
                 continue  # one owner, or the same bytes recorded by each
             path = os.path.join(site, rel)
-            disk = sha256(path)
-            if disk is None:
+            try:
+                size = os.path.getsize(path)
+            except OSError:
                 continue  # not on disk any more: uninstalling one deleted it
-            on_disk = next((d for d in claimants if d.files[rel] == disk), None)
+            # cuDNN's libraries are hundreds of MB: hashed only when a RECORD's size matches.
+            sized = [d for d in claimants if d.sizes.get(rel, size) == size]
+            disk = sha256(path) if sized else None
+            on_disk = next((d for d in sized if disk is not None and d.files[rel] == disk), None)
             key = (tuple(sorted(d.dist_info for d in claimants)), on_disk.dist_info if on_disk else None)
             groups.setdefault(key, []).append(path)
         by_dir = {d.dist_info: d for d in dists}

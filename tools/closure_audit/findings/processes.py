@@ -104,7 +104,13 @@ def _shown(paths: list[str], inside) -> str:
 
 
 def _identical(findings: Findings, paths: list[str], inside, what: str, files, **fields) -> bool:
-    """One info finding when every copy has the same bytes; False otherwise."""
+    """One info finding when every copy has the same bytes; False otherwise
+    (copies of different sizes are never read)."""
+    try:
+        if len({os.path.getsize(p) for p in paths}) != 1:
+            return False
+    except OSError:
+        return False
     digests = {sha256(p) for p in paths}
     if len(digests) != 1 or None in digests:
         return False
