@@ -163,3 +163,25 @@ def test_an_installed_file_outside_the_audited_directory_is_named_where_it_is(tm
     assert "ship the" not in f["message"]
     mapped = maps(site / "nvidia/cu13/lib/libnvvmuser.so.13", ld_library_path=host)
     assert str(host / "libnvvm.so.4") in mapped and str(installed_copy) not in mapped
+
+
+def test_unreadable_dist_infos_claim_nothing_and_never_crash(tmp_path, build):
+    """RECORDs and METADATA of any shape: rows without a hash, a hash that
+    is no base64, a size that is no number, binary bytes, a dist-info that
+    is a file, one without RECORD. They claim what they can, and the audit
+    reports no conflict it cannot tell."""
+    site = tmp_path / "venv/lib/python3.12/site-packages"
+    lib = build.lib("../venv/lib/python3.12/site-packages/pkg/libx.so")
+    rows = {"a-1.dist-info": "pkg/libx.so,,\n\"unterminated,sha256=***,x\n",
+            "b-2.dist-info": "pkg/libx.so,sha256=!!notbase64!!,12\n" + "\x00\xff" * 40,
+            "c-3.dist-info": None}
+    for name, record in rows.items():
+        (site / name).mkdir(parents=True)
+        (site / name / "METADATA").write_bytes(b"\xff\xfe\x00Name: \nRequires-Dist: \n")
+        if record is not None:
+            (site / name / "RECORD").write_text(record, errors="surrogateescape")
+    (site / "d-4.dist-info").write_text("a file")
+    p = run_cli("audit", "--json", str(tmp_path / "venv"))
+    assert p.returncode in (0, 1) and "Traceback" not in p.stderr, p.stderr
+    assert not [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "distribution-file-conflict"]
+    assert lib.exists()
