@@ -35,6 +35,13 @@ def judge_orders(union: Process, findings: Findings, inside=None) -> None:
                 entry = {"file": obj.real, "first": first, "second": second}
                 if entry not in by_library.setdefault(res.needed, []):
                     by_library[res.needed].append(entry)
+    # What a framework dlopens by name after its import (TensorFlow's GPU initialisation).
+    theirs_opened = {(p.opener, p.path): got for p, got in other.opened}
+    for preload, got in union.opened:
+        key = (preload.opener, preload.path)
+        if key in theirs_opened and theirs_opened[key] != got:
+            by_library.setdefault(preload.path, []).append(
+                {"file": preload.opener, "first": got, "second": theirs_opened[key]})
     orders = [list(union.frameworks), list(other.frameworks)]
     for library, entries in sorted(by_library.items()):
         fails = any(e["first"] is None or e["second"] is None for e in entries)

@@ -43,6 +43,8 @@ _RULES = (
          "A known optional library is found nowhere: the Python module needing it fails to import."),
     Rule("duplicate-soname", None, WARNING, ("soname", "files"),
          "Two different files with one SONAME can be loaded in one process."),
+    Rule("gpu-init-library-missing", None, WARNING, ("framework", "missing", "tree_copies", "rescued_by"),
+         "A framework's GPU initialisation cannot open a CUDA library it needs: it runs on the CPU."),
     Rule("import-order-differs", None, WARNING, ("library", "orders", "objects"),
          "Importing the frameworks in another order gives a need another file, or none (information when both load)."),
     Rule("identical-library-copies", None, INFO, ("files", "sha256"),

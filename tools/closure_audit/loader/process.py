@@ -81,6 +81,8 @@ class Process:
     failed: list[tuple[Chain, str, int]] = field(default_factory=list)
     loads_cuda: bool = True  # a framework: it loads CUDA libraries (see the module's docstring)
     reverse: "Process | None" = None  # the union only: the same frameworks imported in the reverse order
+    # dlopens by name after the imports (loader/preloads/tensorflow.py): each one and the file it got, or None
+    opened: list[tuple[Preload, str | None]] = field(default_factory=list)
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         """The objects of that file, a failed load's included: their other
@@ -102,6 +104,9 @@ class Process:
         """Why obj is in the process, in words."""
         root, preload = self.origin(obj)
         through = "" if root is obj else f", which loads {obj.path}"
+        if preload is not None and preload.opener is not None:
+            return (f"{preload.framework} dlopens {preload.path} from {os.path.basename(preload.opener)} at "
+                    f"{preload.trigger} ({preload.source}){through}")
         if preload is not None:
             return f"{preload.framework} loads {root.path} by path at {preload.trigger} ({preload.source}){through}"
         module = self.modules.get(id(root))
@@ -180,7 +185,7 @@ def build_processes(loader: Loader, resolved: Resolved, roots: tuple[str, ...], 
     for name, packages in sorted(groups.items()):
         proc = Process(name, tuple(packages), (name,))
         _import(loader, proc, name, packages, modules, found)
-        proc.loads_cuda = bool(proc.preloaded) or _needs_cuda(proc)
+        proc.loads_cuda = bool(proc.preloaded or proc.opened) or _needs_cuda(proc)
         out.append(proc)
     frameworks = [p.name for p in out if p.loads_cuda]
     order = tuple(order or ())
@@ -216,7 +221,7 @@ def _import(loader: Loader, proc: Process, name: str, packages: list[str],
     """Import framework `name` into proc: its preloads, then each module
     after the preloads of its trigger."""
     for preload in found.preloads:
-        if preload.package in packages and preload.module is None:
+        if preload.package in packages and preload.module is None and preload.opener is None:
             _preload(loader, proc, preload, name)
     for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
         for preload in found.preloads:
@@ -229,6 +234,37 @@ def _import(loader: Loader, proc: Process, name: str, packages: list[str],
             if chain.objects:
                 proc.modules[id(chain.root)] = dotted
                 proc.imported_by[id(chain.root)] = name
+    for preload in found.preloads:
+        if preload.package in packages and preload.opener is not None:
+            _open(loader, proc, preload, name)
+
+
+def _open(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
+    """dlopen(preload.path) from the object preload.opener, once the imports
+    are done: a name already loaded answers; else the opener's own search
+    path (its RUNPATH, then the host's directories) decides. Nothing happens
+    when the opener is not loaded (its import failed: no GPU initialisation)."""
+    lm = proc.link_map
+    opener = next((o for o in lm.objects if o.real == preload.opener), None)
+    if opener is None:
+        return
+    hit = lm.by_name.get(preload.path)
+    if hit is not None:
+        proc.opened.append((preload, hit.real))
+        return
+    root = opener
+    while root.parent is not None:
+        root = root.parent
+    res = loader.find(preload.path, loader.search_path(opener, root), root.elf.abi_key())
+    path = loader.realpath(res.path) if res.path is not None else None  # $ORIGIN of an opener found via '..'
+    elf = loader.candidate(path)[1] if path is not None else None
+    chain = _load(loader, proc, path, elf) if elf is not None else None
+    if chain is None or not chain.objects or chain.root not in lm.objects:
+        proc.opened.append((preload, None))  # found nowhere, or its own needs fail: the dlopen fails
+        return
+    proc.preloaded[id(chain.root)] = preload
+    proc.imported_by[id(chain.root)] = name
+    proc.opened.append((preload, chain.root.real))
 
 
 def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:

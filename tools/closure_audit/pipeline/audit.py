@@ -16,6 +16,7 @@ from ..elf.walk import walk_targets
 from ..errors import TargetError
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
+from ..findings.gpu_init import judge_gpu_init
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -119,6 +120,7 @@ def audit(targets: list[str], policy, root: str | None = None,
         judge_processes(processes, findings, env.is_driver, inside)
         for union in (p for p in processes if p.name == UNION):
             judge_orders(union, findings, inside)
+        judge_gpu_init(processes, findings, resolved.providers, inside)
         sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
         dists = [(site, read_distributions(site)) for site in sites]
         judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)

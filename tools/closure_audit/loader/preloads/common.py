@@ -24,8 +24,11 @@ class Preload:
     trigger: str  # when: 'import torch', 'cupy.cuda.cufft', ...
     package: str  # the top-level package whose process loads it
     module: str | None  # the extension module (site-relative path, no suffix) it precedes; None: all
-    path: str  # the absolute file loaded
+    path: str  # the absolute file loaded; with `opener`, the name it dlopens
     unless: tuple[str, ...] = ()  # names that, already loaded, make the framework skip it (pathfinder)
+    # A dlopen by name from this object (real path), after the imports (TensorFlow's GPU
+    # initialisation): its search path, not a path, decides the file.
+    opener: str | None = None
 
 
 @dataclass
