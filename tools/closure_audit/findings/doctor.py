@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field
 
-from ..cuda.redist import wheel_for
+from ..cuda.libraries import wheel_for
 from ..cuda.code import capability_table, runs_on
 from ..cuda.driver import TOOLKIT_DRIVER, at_least, needs, parse_version
 from ..cuda.release import Need, highest

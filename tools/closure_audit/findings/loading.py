@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..cuda.redist import install_hint
+from ..cuda.libraries import install_hint
 from ..loader import model as ld
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES
 from ..loader.chains import Resolved
