@@ -24,24 +24,22 @@ let
     "info"
     "debug"
   ];
-  budgetsFile = ../../ci/closure-budgets.toml;
-  # The default budgets: those of every target of ci/closure-budgets.toml.
-  defaultPolicy = (builtins.fromTOML (builtins.readFile budgetsFile)).defaults;
+  # ci/closure-budgets.toml's [defaults] hold for every check, as for every
+  # target of that file; a policy adds to them or overrides them.
+  defaults = (builtins.fromTOML (builtins.readFile ../../ci/closure-budgets.toml)).defaults;
 
-  # One `[targets.closure]` table in the budgets format: each value written as
-  # JSON is a TOML value too (strings, integers, lists of strings).
+  # A budgets file (docs/commands/gate.md) of one target, `closure`: each
+  # value written as JSON is a TOML value too (strings, integers, lists of
+  # strings).
+  table =
+    header: attrs:
+    [ header ] ++ map (k: "${builtins.toJSON k} = ${builtins.toJSON attrs.${k}}") (builtins.attrNames attrs);
   budgetsToml =
     policy:
-    let
-      keys = builtins.attrNames policy;
-      line = k: "${builtins.toJSON k} = ${builtins.toJSON policy.${k}}";
-    in
     builtins.concatStringsSep "\n" (
-      [
-        ''schema = "closure-audit-budgets/1"''
-        "[targets.closure]"
-      ]
-      ++ map line keys
+      [ ''schema = "closure-audit-budgets/1"'' ]
+      ++ table "[defaults]" defaults
+      ++ table "[targets.closure]" policy
     )
     + "\n";
 in
@@ -49,8 +47,9 @@ in
   package,
   outputs ? builtins.filter (o: !builtins.elem o buildTimeOutputs) (package.outputs or [ "out" ]),
   # A `[targets.NAME]` table of the budgets format (docs/commands/gate.md):
-  # max-closure-size, max-added-size, forbidden, allow.
-  policy ? defaultPolicy,
+  # max-closure-size, max-added-size, forbidden, allow. The forbidden list
+  # is always the built-in one plus `forbidden`.
+  policy ? { },
   capabilities ? package.cudaCapabilities or null,
   forwardCompat ? package.cudaForwardCompat or null,
   keepReport ? false,
