@@ -77,9 +77,32 @@ let
     else if (meta.broken or false) && !(config.allowBroken or false) then
       "broken" + lib.optionalString (brokenBy != [ ]) (": " + builtins.concatStringsSep "; " brokenBy)
     else if !(builtins.tryEval drv.drvPath).success then
-      "fails to evaluate"
+      inputRefusal drv
     else
       null;
+  # A package nixpkgs accepts fails to evaluate when an input is refused:
+  # the first such input and its reason.
+  inputRefusal =
+    drv:
+    let
+      inputs = builtins.filter builtins.isAttrs (
+        (drv.buildInputs or [ ]) ++ (drv.propagatedBuildInputs or [ ]) ++ (drv.nativeBuildInputs or [ ])
+      );
+      refused = builtins.filter (r: r.why != null) (
+        map (i: {
+          name = i.name or "?";
+          why =
+            let
+              t = builtins.tryEval (if (builtins.tryEval i.drvPath).success then null else refusalOf i);
+            in
+            if t.success then t.value else null;
+        }) inputs
+      );
+    in
+    if refused == [ ] then
+      "fails to evaluate"
+    else
+      "input ${(builtins.head refused).name} refused: ${(builtins.head refused).why}";
 
   # -- the redistributables --------------------------------------------------
   setNames = map (v: "cudaPackages_" + builtins.replaceStrings [ "." ] [ "_" ] v) (import ../../lib).cuda.cudaVersions;
