@@ -179,6 +179,9 @@ let
     runCommand =
       name: env: buildCommand:
       record "runCommand" (env // { inherit name buildCommand; }) { };
+    # pkgs/build-support/trivial-builders/default.nix: writeText NAME TEXT,
+    # a writeTextFile of one file.
+    writeText = name: text: record "writeText" { inherit name text; } { };
     symlinkJoin = args: record "symlinkJoin" (args // { name = args.name or "${args.pname}-${args.version}"; }) { };
     # pkgs/build-support/mkshell/default.nix: a derivation named nix-shell
     # unless named; its inputs are `packages` and those of each of `inputsFrom`,
