@@ -147,6 +147,7 @@ def test_hydra_has_a_jobset_for_the_cuda_checks():
     """)
     jobsets = json.loads(got)
     assert set(jobsets) == {"main", "cuda-checks-main"}
+    assert jobsets["main"]["type"] == 1 and jobsets["main"]["flake"].endswith("?ref=main")
     cuda_jobset = jobsets["cuda-checks-main"]
     assert cuda_jobset["nixexprpath"] == "ci/hydra/cuda-checks.nix" and cuda_jobset["type"] == 0
     assert set(cuda_jobset["inputs"]) == {"src", "nixpkgs"}
