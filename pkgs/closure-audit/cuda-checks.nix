@@ -77,9 +77,20 @@ let
     else if (meta.broken or false) && !(config.allowBroken or false) then
       "broken" + lib.optionalString (brokenBy != [ ]) (": " + builtins.concatStringsSep "; " brokenBy)
     else if !(builtins.tryEval drv.drvPath).success then
-      inputRefusal drv
+      capabilityRefusal drv
     else
       null;
+  # A package that says which requested capabilities it cannot build for
+  # (droppedCudaCapabilities, as nixcuda's PyTorch does) and builds for none.
+  capabilityRefusal =
+    drv:
+    let
+      dropped = drv.droppedCudaCapabilities or [ ];
+    in
+    if dropped != [ ] && (drv.cudaCapabilities or [ ]) == [ ] then
+      "unsupported for the requested capabilities (${builtins.concatStringsSep ", " dropped})"
+    else
+      inputRefusal drv;
   # A package nixpkgs accepts fails to evaluate when an input is refused:
   # the first such input and its reason.
   inputRefusal =

@@ -201,3 +201,40 @@ def test_a_capability_missing_with_keep_report(tmp_path, gpulib):
     _, metrics = read_hydra(out)
     assert metrics["findings.errors"].value >= 1
     assert "gpu.9.0.bytes" not in metrics
+
+
+def test_the_hydra_reader_skips_what_hydra_skips(tmp_path):
+    """The reader the tests above rely on takes only what Hydra takes."""
+    out = Path("/nix/store") / ("0" * 32 + "-not-built")  # only its name matters to the rules below
+    support = tmp_path / "nix-support"
+    support.mkdir()
+    (tmp_path / "report.json").write_text("{}")
+    (support / "hydra-build-products").write_text(
+        f"file json {tmp_path}/report.json\n"            # outside the store
+        "file json relative/report.json\n"                # not absolute
+        f"fi!e json {out}/report.json\n"                  # TYPE not [A-Za-z0-9_-]+
+        f"file json {out}/missing.json\n")                # not present
+    kept, skipped = hydra.products(str(tmp_path))
+    assert kept == [] and len(skipped) == 4
+    (support / "hydra-metrics").write_text(
+        "a.b 1 B\n"
+        "a.b 2 B\n"             # the last of a name wins
+        "c 3.5\n"               # no unit
+        "d x B\n"               # not a number: dropped
+        "e/f 1 B\n"             # name outside [A-Za-z0-9._-]: dropped
+        "g 4 m/s\n")            # unit outside [A-Za-z0-9._%-]: the unit dropped
+    metrics, dropped = hydra.metrics(str(tmp_path))
+    assert metrics == {"a.b": hydra.Metric(2, "B"), "c": hydra.Metric(3.5, None), "g": hydra.Metric(4, None)}
+    assert dropped == ["d x B", "e/f 1 B", "unit of: g 4 m/s"]
+
+
+def test_the_hydra_reader_on_a_real_output(tmp_path):
+    out = built(tmp_path, "app-check")
+    text = (f'file json "{out}/report.json"\n'      # quoted: taken
+            f"doc readme {out}/../{Path(out).name}/summary.md\n"  # the path resolved into the output: taken
+            f"file json {out}/nix-support/../../x\n"  # resolved outside the output: skipped
+            f"file json {out}/report.json trailing words\n")  # too many fields: skipped
+    kept, skipped = hydra.products(out, text=text)
+    assert [(p.type, p.path) for p in kept] == [("file", f"{out}/report.json"),
+                                                 ("doc", f"{out}/../{Path(out).name}/summary.md")]
+    assert len(skipped) == 2

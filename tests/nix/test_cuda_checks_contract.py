@@ -112,6 +112,15 @@ def test_a_redistributable_of_another_platform_is_listed_unsupported():
     assert got["cudaPackages_12_9.libcublas.lib"]["checked"]
 
 
+def test_a_capability_a_package_cannot_build_for_is_said():
+    some = index(cuda('cudaCapabilities = [ "8.6" "10.0f" ];'))
+    assert some["python3Packages.torch"]["checked"]
+    assert some["python3Packages.torch"]["note"] == "not built for 10.0f, which it does not support"
+    none = index(cuda('cudaCapabilities = [ "10.0f" ];'))
+    assert none["python3Packages.torch"] == {"attr": "python3Packages.torch", "checked": False,
+                                             "reason": "unsupported for the requested capabilities (10.0f)"}
+
+
 def test_the_index_job():
     got = nix_eval(f"""
       let i = ({pkgs(overlays=OVERLAYS, config=cuda())}).cudaClosureChecks.index; in

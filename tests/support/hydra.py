@@ -40,10 +40,12 @@ class Metric:
     unit: str | None
 
 
-def products(output: str, store_dir: str = "/nix/store") -> tuple[list[Product], list[str]]:
-    """The products Hydra lists for `output`, and the lines it skips."""
+def products(output: str, store_dir: str = "/nix/store", text: str | None = None) -> tuple[list[Product], list[str]]:
+    """The products Hydra lists for `output` (from `text` instead of its
+    nix-support/hydra-build-products when given), and the lines it skips."""
     kept, skipped = [], []
-    text = open(os.path.join(output, "nix-support", "hydra-build-products"), encoding="utf-8").read()
+    if text is None:
+        text = open(os.path.join(output, "nix-support", "hydra-build-products"), encoding="utf-8").read()
     for line in text.splitlines():
         m = PRODUCT.match(line)
         if not m:
