@@ -1,7 +1,8 @@
 # The CUDA set's checks (docs/nix/checks.md): a closureAuditCheck for every
-# output of every redistributable of nixcuda's cudaPackages_* sets, each with
-# the policy of what the output is for, and for every package of the set
-# (top level and python3Packages) that carries CUDA code; and `index`, a job
+# output of every redistributable of nixcuda's cudaPackages_* sets
+# (cudaPackages_13_0.libcublas.lib), each with the policy of what the output
+# is for, and, under `packages`, for every package of the set (top level and
+# python3Packages) that carries CUDA code; and `index`, a job
 # listing every check and every package left without one, with the reason.
 # Which packages carry CUDA code is decided at evaluation, without building:
 # those whose inputs hold a CUDA redistributable (below).
@@ -156,7 +157,8 @@ let
           };
         }) drv.outputs
     ) (builtins.attrNames (redistsOf set))
-  ) (builtins.filter (n: pkgs ? ${n}) setNames);
+  ) presentSets;
+  presentSets = builtins.filter (n: pkgs ? ${n}) setNames;
 
   # -- the packages that carry CUDA code -------------------------------------
   # A CUDA redistributable: nixcuda's (redistName) or one of nixpkgs' CUDA
@@ -228,7 +230,7 @@ let
   ) found;
 
   entries = redistEntries ++ packageEntries;
-  checked = builtins.filter (e: e ? check) entries;
+  checked = builtins.filter (e: e ? check) redistEntries;
   nest = es: builtins.foldl' (acc: e: recursiveUpdate acc (setAt e.path e.check)) { } es;
   setAt = path: v: if path == [ ] then v else { ${builtins.head path} = setAt (builtins.tail path) v; };
   recursiveUpdate =
@@ -255,8 +257,8 @@ let
       inherit system;
       jobs = listing;
     };
-    checkedCount = toString (builtins.length checked);
-    skippedCount = toString (builtins.length entries - builtins.length checked);
+    checkedCount = toString (builtins.length (builtins.filter (e: e.checked) listing));
+    skippedCount = toString (builtins.length (builtins.filter (e: !e.checked) listing));
     passthru.entries = listing;
   } ''
     mkdir -p $out/nix-support
@@ -266,4 +268,15 @@ let
       > $out/nix-support/hydra-metrics
   '';
 in
-nest checked // { inherit index; }
+# The attribute names at the top come from the data (the sets) and never
+# from the scan: one set's checks evaluate without scanning the package set.
+builtins.listToAttrs (
+  map (setName: {
+    name = setName;
+    value = (nest (builtins.filter (e: builtins.head e.path == setName) checked)).${setName} or { };
+  }) presentSets
+)
+// {
+  packages = nest (builtins.filter (e: e ? check) packageEntries);
+  inherit index;
+}

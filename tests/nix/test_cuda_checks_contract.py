@@ -87,6 +87,32 @@ def test_packages_are_found_from_their_inputs():
     assert "cudatoolkit" not in got and not any(a.startswith("cudaPackages.") for a in got)
 
 
+def test_one_sets_checks_evaluate_without_scanning_the_package_set():
+    """Only `packages` and `index` scan the set: an attribute that aborts
+    evaluation (which tryEval cannot catch) stops them, not a set's check."""
+    aborts = '(final: prev: { aborts = abort "scanned"; })'
+    c = f"({pkgs(overlays=f'[ (import ./overlays).default {aborts} ]', config=cuda())}).cudaClosureChecks"
+    got = nix_eval(f"{{ top = builtins.attrNames {c}; lib = {c}.cudaPackages_13_0.libcublas.lib.name; }}")
+    assert got == {"top": ["cudaPackages_12_9", "cudaPackages_13_0", "index", "packages"],
+                   "lib": "cuda13.0-libcublas-13.1.0.3-lib-closure-audit"}
+    p = nix_eval(f"builtins.attrNames {c}.packages", check=False)
+    assert p.returncode != 0 and "scanned" in p.stderr
+
+
+def test_package_checks_are_under_packages():
+    got = nix_eval(f"""
+      let c = ({pkgs(overlays=OVERLAYS, config=cuda())}).cudaClosureChecks; in
+      {{ top = builtins.attrNames c.packages; torch = c.packages.python3Packages.torch.package.name;
+         capabilities = c.packages.uses-cublas.stubArgs.capabilities; }}
+    """)
+    assert {"uses-cublas", "uses-uses", "magma-cuda-static", "python3Packages"} <= set(got["top"])
+    assert "broken-cuda" not in got["top"] and "no-cuda" not in got["top"]
+    assert got["torch"] == "python3.13-torch-2.9.1"
+    # A package without cudaCapabilities of its own: those of the set its
+    # input belongs to are not known, so no GPU code is judged.
+    assert got["capabilities"] == ""
+
+
 def test_the_index_lists_broken_and_unfree_refused_packages_with_the_reason():
     got = index(cuda())
     assert got["broken-cuda"] == {"attr": "broken-cuda", "checked": False, "reason": "broken"}

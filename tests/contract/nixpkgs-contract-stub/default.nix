@@ -7,7 +7,8 @@
 # pinned in flake.lock (the nixpkgs files each part follows are named where it
 # is defined). Functions that make derivations return records and never build
 # anything: a record has the derivation-like attributes (name, outputs,
-# drvPath, outPath, passthru, meta, override, overrideAttrs) and `stubKind`
+# drvPath, outPath, passthru, meta, override, overrideAttrs), the arguments
+# that reach the builder (buildInputs, ...), as a derivation has them, and `stubKind`
 # and `stubArgs`, the arguments it was given, which the contract tests
 # inspect. As in nixpkgs:
 #
