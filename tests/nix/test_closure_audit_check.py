@@ -43,6 +43,8 @@ in
 {
   inherit app leaky toolkit gpu;
   app-check = closureAuditCheck { package = app; };
+  app-kept = closureAuditCheck { package = app; keepReport = true; };
+  app-no-outputs = closureAuditCheck { package = app; outputs = [ ]; };
   app-over-budget = closureAuditCheck { package = app; policy.max-closure-size = 1000; };
   app-unknown-key = closureAuditCheck { package = app; policy.max-sise = "1 GiB"; keepReport = true; };
   app-growth = closureAuditCheck { package = app; policy.max-growth = "5%"; };
@@ -122,6 +124,15 @@ def test_check_of_a_package_with_references(tmp_path):
         assert report["metrics"][name] == {"value": m.value, "unit": m.unit}
     assert report["gate"]["targets"][0]["paths"] == len(info)
     assert "app-1.0: passed" in Path(out, "summary.md").read_text()
+
+
+def test_keep_report_on_a_pass_marks_nothing_failed(tmp_path):
+    out = built(tmp_path, "app-kept")
+    assert not hydra.failed(out) and check_report(out)["passed"] is True
+
+
+def test_no_output_is_refused_at_evaluation(tmp_path):
+    assert "closureAuditCheck app-1.0: no output to check" in failing(tmp_path, "app-no-outputs")
 
 
 def test_a_forbidden_path_fails_the_build(tmp_path):
