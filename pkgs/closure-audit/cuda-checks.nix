@@ -14,10 +14,9 @@ let
 
   # Output names by what they are for. Runtime outputs are judged by the
   # forbidden list and the budgets, and their ELF files by the capabilities.
-  buildOutputs = [
-    "dev"
-    "include"
-  ];
+  # A redistributable's `out` is built for building: the split hook makes it
+  # propagate `dev` (pkgs/cuda/redist.nix), so its closure is dev's.
+  isBuildOutput = drv: o: builtins.elem o [ "dev" "include" ] || (o == "out" && builtins.elem "dev" drv.outputs);
 
   # The store name of an output, which the output's own rule exempts: the
   # built-in list forbids every `*-static` and `*-stubs` path.
@@ -29,13 +28,13 @@ let
     builtins.unsafeDiscardStringContext (builtins.substring 33 (builtins.stringLength base) base);
 
   # The policy of one output (docs/nix/checks.md#per-output-policies).
-  # dev/include: headers and build files; they may name the package's static
-  # and stub libraries, which a build links, never the toolkit or a
-  # compiler. static and stubs: only themselves of their kind. Others:
-  # runtime outputs.
+  # dev/include (and out beside dev): headers and build files; they may name
+  # the package's static and stub libraries, which a build links, never the
+  # toolkit or a compiler. static and stubs: only themselves of their kind.
+  # Others: runtime outputs.
   policyOf =
     drv: o:
-    if builtins.elem o buildOutputs then
+    if isBuildOutput drv o then
       {
         allow = [
           "*-static"
@@ -46,7 +45,7 @@ let
       { allow = [ (storeName drv.${o}) ]; }
     else
       { };
-  isRuntime = o: !(builtins.elem o (buildOutputs ++ [ "static" "stubs" ]));
+  isRuntime = drv: o: !(isBuildOutput drv o || o == "static" || o == "stubs");
 
   # Why nixpkgs refuses to evaluate `drv`, in check-meta's order
   # (pkgs/stdenv/generic/check-meta.nix), or null when it does not.
@@ -152,8 +151,8 @@ let
             name = "${drv.name}-${o}-closure-audit";
             outputs = [ o ];
             policy = policyOf drv o;
-            capabilities = if isRuntime o then capabilities else null;
-            forwardCompat = if isRuntime o then set.flags.cudaForwardCompat or null else null;
+            capabilities = if isRuntime drv o then capabilities else null;
+            forwardCompat = if isRuntime drv o then set.flags.cudaForwardCompat or null else null;
           };
         }) drv.outputs
     ) (builtins.attrNames (redistsOf set))

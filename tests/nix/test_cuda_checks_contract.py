@@ -45,6 +45,7 @@ def test_every_output_of_every_redistributable_has_a_check():
         inherit (c.${{s}}.${{n}}.${{o}}.stubArgs) budgets capabilities;
         setCapabilities = builtins.concatStringsSep "," p.${{s}}.flags.cudaCapabilities;
         storeName = builtins.substring 33 200 (baseNameOf p.${{s}}.${{n}}.${{o}}.outPath);
+        hasDev = builtins.elem "dev" p.${{s}}.${{n}}.outputs;
       }}) p.${{s}}.${{n}}.outputs) (ours s)) sets
     """)
     assert len(got) > 100
@@ -55,7 +56,7 @@ def test_every_output_of_every_redistributable_has_a_check():
         target = tomllib.loads(e["budgets"])["targets"]["closure"]
         o = e["output"]
         seen.add(o)
-        if o in ("dev", "include"):
+        if o in ("dev", "include") or (o == "out" and e["hasDev"]):  # out propagates dev
             assert target == {"allow": ["*-static", "*-stubs"]} and e["capabilities"] == "", e
         elif o in ("static", "stubs"):
             assert target == {"allow": [e["storeName"]]} and e["capabilities"] == "", e
