@@ -204,7 +204,7 @@ def gate_json(result) -> dict:
     for r in results:
         b = r.budget
         targets.append({
-            "name": b.name, "roots": r.closure.roots, "closure_size": r.closure_size,
+            "name": b.name, "roots": r.closure.roots, "closure_size": r.closure_size, "paths": r.paths,
             "baseline_size": r.baseline_size,
             "limits": {"max_closure_size": b.max_closure_size,
                        "max_growth": b.max_growth.describe() if b.max_growth else None,
