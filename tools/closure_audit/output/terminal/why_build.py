@@ -37,9 +37,16 @@ def render_why_build(console, result) -> None:
     header(console, "why-build", "nix-store", targets)
     console.print(f"{plural(len(plan.build), 'derivation')} to build, {plural(len(plan.fetch), 'path')} to fetch "
                   f"({format_size(plan.download_size)} download, {format_size(plan.nar_size)} unpacked)")
+    if result.gpu is not None:
+        render_gpu_plan(console, result.gpu)
     if not plan.build:
         console.print()
-        console.print(Text("OK: nothing to build", style="bold green"))
+        if result.gpu is None or not result.failed:
+            console.print(Text("OK: nothing to build" + (", and it runs on every GPU named" if result.gpu else ""),
+                               style="bold green"))
+        else:
+            console.print(Text("FAIL: nothing to build, but no candidate runs on every GPU named",
+                               style="bold red"))
         return
     tree = Tree(Text("root causes", style="bold"))
     for c in causes:
@@ -65,4 +72,49 @@ def render_why_build(console, result) -> None:
         if len(dragged) > MAX_PACKAGES:
             console.print(Text(f"  … {len(dragged) - MAX_PACKAGES:,} more (--json lists all)", style="dim"))
     console.print()
+    if result.gpu is not None and not result.failed:
+        console.print(Text(f"OK: {printable(result.gpu.best.given)} runs on every GPU named with nothing to "
+                           f"build", style="bold green"))
+        return
     console.print(Text(f"FAIL: {plural(len(plan.build), 'derivation')} to build", style="bold red"))
+
+
+_HOW = {"jit": "JIT", "none": "no kernel image", "unknown": "unknown"}
+_STYLE = {"native": "green", "jit": "yellow", "unknown": "magenta", "does-not-run": "red"}
+
+
+def render_gpu_plan(console, g) -> None:
+    """The candidates on the GPUs, best first, each GPU's verdict with the
+    files that decide it, and the configuration of the best."""
+    from ...findings.runs import WORDS
+
+    driver = (f"driver CUDA {g.driver[0]}.{g.driver[1]} ({printable(g.driver_source)})" if g.driver
+              else "driver: none given, a current one is assumed")
+    console.print()
+    tree = Tree(Text(f"on GPU {', '.join(g.gpus)} ({printable(g.gpu_source)}) · {driver}", style="bold"))
+    for i, c in enumerate(g.candidates, 1):
+        label = Text(f"{i}. {printable(c.given)}", style="bold")
+        label.append(f"  {WORDS[c.verdict]}", style=_STYLE[c.verdict])
+        label.append(f" · {plural(c.build, 'derivation')} to build, {plural(c.fetch, 'path')} to fetch "
+                     f"({format_size(c.download_size)})", style="dim")
+        if c.judged_from == "request":
+            label.append(" · judged from the capabilities it requests", style="dim")
+        elif c.jit_bytes:
+            label.append(f" · {format_size(c.jit_bytes)} of PTX to compile at first load", style="dim")
+        branch = tree.add(label)
+        for v in c.gpus:
+            gpu = branch.add(Text(f"{v.gpu}: {WORDS[v.verdict]}", style=_STYLE[v.verdict]))
+            for why in v.why:
+                gpu.add(Text(printable(why), style="dim"))
+            for f in v.files[:MAX_ROWS]:
+                what = f"{_HOW[f.how]}" + (f" {', '.join(f.jit)} ({format_size(f.jit_bytes)})" if f.jit else "")
+                gpu.add(Text(printable(f"{store_name(f.file)}: {what}; carries {', '.join(f.carries)}"
+                                       + (f" ({f.why})" if f.why else ""))))
+            if len(v.files) > MAX_ROWS:
+                gpu.add(Text(f"… {len(v.files) - MAX_ROWS} more (--json lists all)", style="dim"))
+    console.print(tree)
+    if g.best is not None and g.best.configuration:
+        cfg = g.best.configuration
+        console.print(Text(f"best: {printable(g.best.given)}; to get it: {printable(cfg['nix'])}", style="bold"))
+    else:
+        console.print(Text("no candidate runs on every GPU named", style="bold red"))
