@@ -34,6 +34,20 @@ def find_nvcc() -> str | None:
     return str(wheel) if wheel.exists() else None
 
 
+def find_cuobjdump() -> str | None:
+    """NVIDIA's cuobjdump, the judge of what a fat binary holds: $NIXCUDA_CUOBJDUMP,
+    else the one on PATH, else the one ci/setup installs into .venv from
+    NVIDIA's wheel (nvidia-cuda-cuobjdump)."""
+    if os.environ.get("NIXCUDA_CUOBJDUMP"):
+        return os.environ["NIXCUDA_CUOBJDUMP"]
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    wheel = Path(sysconfig.get_paths(vars={"base": sys.prefix, "platbase": sys.prefix})["purelib"],
+                 "nvidia", "cu13", "bin", "cuobjdump")
+    return str(wheel) if wheel.exists() else None
+
+
 def gencode(*pairs: str) -> list[str]:
     """'86:sm_86' -> -gencode arch=compute_86,code=sm_86; '90:[sm_90,compute_90]' likewise."""
     out = []
