@@ -58,6 +58,7 @@ class Candidate:
     streamed: int = 0  # NAR bytes read to judge it
     skipped: int = 0  # NARs not downloaded: their listing shows nothing loadable
     configuration: dict | None = None
+    label: str = ""  # TARGET, REF (or REF 1, REF 2, ... in the order given)
 
     @property
     def verdict(self) -> str:

@@ -70,9 +70,11 @@ def _gpu_plan(options: Options, targets: list[str], plan, graph, caches) -> GpuP
     isa = None if options.driver is None else newest_isa(options.driver)
     judge = _Judge(options.gpus, isa, options.driver, caches)
     candidates = [judge.candidate(", ".join(options.given), targets[0], "target", targets, plan, graph)]
-    for drv, given in options.likes:
+    candidates[0].label = "TARGET"
+    for i, (drv, given) in enumerate(options.likes, 1):
         other = read_graph([drv])
         candidates.append(judge.candidate(given, drv, "like", [drv], make_plan(other, [drv], caches), other))
+        candidates[-1].label = "REF" if len(options.likes) == 1 else f"REF {i}"
     ranked = rank(candidates)
     best = next((c for c in ranked if c.runs), None)
     if best is not None:

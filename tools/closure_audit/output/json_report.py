@@ -296,7 +296,7 @@ def _gpu_plan_json(g) -> dict:
     return {"gpus": g.gpus, "gpu_source": g.gpu_source, "driver": version(g.driver),
             "driver_source": g.driver_source,
             "ptx_isa": None if g.driver is None else version(newest_isa(g.driver)),
-            "candidates": [{"given": c.given, "drv": c.drv, "role": c.role, "build": c.build, "fetch": c.fetch,
+            "candidates": [{"given": c.given, "drv": c.drv, "role": c.role, "label": c.label, "build": c.build, "fetch": c.fetch,
                             "download_size": c.download_size, "judged_from": c.judged_from, "verdict": c.verdict,
                             "runs": c.runs, "jit_bytes": c.jit_bytes, "gpu_files": c.gpu_files,
                             "runtimes": c.runtimes, "nar_bytes_read": c.streamed, "nars_not_read": c.skipped,

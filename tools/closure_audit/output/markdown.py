@@ -69,28 +69,7 @@ def gate_markdown(result) -> str:
                   "| target | path | added |", "| --- | --- | ---: |"]
         lines += [f"| `{_cell(t)}` | `{_cell(name_part(p))}` | {format_size(s)} |" for t, p, s in r_largest]
         lines += ["", "</details>"]
-    return "\n".join(lines + gpu) + "\n"
-
-
-def _gpu_plan_markdown(g) -> list[str]:
-    """The candidates on the GPUs, best first, and the configuration of the best."""
-    from ..findings.runs import WORDS
-
-    driver = f"CUDA {g.driver[0]}.{g.driver[1]}" if g.driver else "a current driver (assumed)"
-    lines = ["", f"### on GPU {', '.join(g.gpus)}, {driver}", "",
-             "| # | candidate | verdict | to build | to fetch | PTX to compile | files that decide |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for i, c in enumerate(g.candidates, 1):
-        deciding = [f"{v.gpu}: {name_part(f.file) or f.file} ({f.how})" for v in c.gpus for f in v.files
-                    if f.how != "jit"] + [f"{v.gpu}: {w}" for v in c.gpus for w in v.why]
-        jit = "—" if c.judged_from == "request" else format_size(c.jit_bytes)
-        lines.append(f"| {i} | `{_cell(c.given)}` | {WORDS[c.verdict]} | {c.build} | {c.fetch} "
-                     f"({format_size(c.download_size)}) | {jit} | {_cell('; '.join(deciding[:6])) or '—'} |")
-    if g.best is not None and g.best.configuration:
-        lines += ["", f"best: `{_cell(g.best.given)}`; to get it: `{_cell(g.best.configuration['nix'])}`"]
-    else:
-        lines += ["", "no candidate runs on every GPU named"]
-    return lines
+    return "\n".join(lines) + "\n"
 
 
 def diff_markdown(result) -> str:
@@ -195,6 +174,12 @@ def why_build_markdown(result) -> str:
     return "\n".join(lines + gpu) + "\n"
 
 
+def _short(path: str) -> str:
+    """A store path's file as `name/lib/libk.so`, a .drv by its name."""
+    top = top_store_path(path)
+    return path if top is None else name_part(top).removesuffix(".drv") + path[len(top):]
+
+
 def _gpu_plan_markdown(g) -> list[str]:
     """The candidates on the GPUs, best first, and the configuration of the best."""
     from ..findings.runs import WORDS
@@ -204,13 +189,14 @@ def _gpu_plan_markdown(g) -> list[str]:
              "| # | candidate | verdict | to build | to fetch | PTX to compile | files that decide |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for i, c in enumerate(g.candidates, 1):
-        deciding = [f"{v.gpu}: {name_part(f.file) or f.file} ({f.how})" for v in c.gpus for f in v.files
+        deciding = [f"{v.gpu}: {_short(f.file)} ({f.how})" for v in c.gpus for f in v.files
                     if f.how != "jit"] + [f"{v.gpu}: {w}" for v in c.gpus for w in v.why]
         jit = "—" if c.judged_from == "request" else format_size(c.jit_bytes)
-        lines.append(f"| {i} | `{_cell(c.given)}` | {WORDS[c.verdict]} | {c.build} | {c.fetch} "
+        lines.append(f"| {i} | {c.label} `{_cell(_short(c.given))}` | {WORDS[c.verdict]} | {c.build} | {c.fetch} "
                      f"({format_size(c.download_size)}) | {jit} | {_cell('; '.join(deciding[:6])) or '—'} |")
     if g.best is not None and g.best.configuration:
-        lines += ["", f"best: `{_cell(g.best.given)}`; to get it: `{_cell(g.best.configuration['nix'])}`"]
+        lines += ["", f"best: {g.best.label} `{_cell(_short(g.best.given))}`; its configuration: "
+                      f"`{_cell(g.best.configuration['nix'])}`"]
     else:
         lines += ["", "no candidate runs on every GPU named"]
     return lines
