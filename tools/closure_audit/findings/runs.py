@@ -107,12 +107,20 @@ def judge_files(files: list[FileArchs], devices: list[tuple[int, int]], isa: tup
     return out
 
 
-def judge_request(request: tuple[set, set] | None, devices: list[tuple[int, int]]) -> list[GpuVerdict]:
+def judge_request(request: tuple[set, set] | None, devices: list[tuple[int, int]], runtimes: set[int] = frozenset(),
+                  driver: tuple[int, int] | None = None) -> list[GpuVerdict]:
     """Each GPU's verdict for a build not yet built, from the capabilities
-    its derivations request: cubins by the cubin rules, PTX by the PTX ones."""
+    its derivations request: cubins by the cubin rules, PTX by the PTX ones;
+    `runtimes`, the CUDA runtimes' majors its derivations build or fetch."""
     out = []
     for d in devices:
         gpu = f"{d[0]}.{d[1]}"
+        old = [m for m in sorted(runtimes) if driver is not None and m > driver[0]]
+        if old:
+            out.append(GpuVerdict(gpu, "does-not-run", [], why=[
+                f"its CUDA {m} runtime needs a CUDA {m} driver; the driver is CUDA {driver[0]}.{driver[1]}"
+                for m in old]))
+            continue
         if request is None:
             out.append(GpuVerdict(gpu, "unknown", [], why=["no derivation to build names CUDA capabilities"]))
             continue

@@ -11,6 +11,7 @@ configuration given."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,8 @@ targets: the .drv paths; plan, names, causes: as drv.plan.why_build gives
 them; gpu: None without --gpu, else a GpuPlan. Failed: something to build
 (with --gpu: no candidate, the targets included, runs on every GPU named
 with nothing to build).""", lambda r: _failed(r), defaults=(None,))
+
+_CUDART = re.compile(r"cuda(\d+)\.\d+-(?:cuda_)?cudart\b")
 
 GpuPlan = namedtuple("GpuPlan", "gpus gpu_source driver driver_source candidates best")
 
@@ -95,7 +98,8 @@ class _Judge:
         # What the build asks for: what it will carry once built, and the configuration that gets it.
         self.requests[drv] = _union([requested(graph[d]) for d in (plan.build or graph)])
         if plan.build:
-            c.gpus = judge_request(self.requests[drv], self.devices)
+            c.runtimes = sorted(_runtimes(graph))
+            c.gpus = judge_request(self.requests[drv], self.devices, set(c.runtimes), self.driver)
             return c
         files, unread, runtimes = self._read_closure(c, roots, plan, graph)
         c.gpu_files, c.runtimes = len(files), sorted(runtimes)
@@ -134,6 +138,13 @@ class _Judge:
                 unread.append(str(exc))
         files.sort(key=lambda f: f.path)
         return files, unread, runtimes
+
+
+def _runtimes(graph) -> set[int]:
+    """The CUDA runtimes' majors a derivation graph builds or fetches:
+    derivations of cudart named with their package set (cuda13.0-cuda_cudart)."""
+    found = (_CUDART.match(d.name) for d in graph.values())
+    return {int(m[1]) for m in found if m}
 
 
 def _union(requests):
