@@ -108,16 +108,31 @@ def listing_loadable(data: bytes) -> tuple[bool, set[int]] | None:
     return found, runtimes
 
 
-def read_cached(cache: BinaryCache, path: str, info, visit) -> PathCode:
-    """The GPU code of a path in a binary cache; a fault is a one-line
-    ClosureError naming the path."""
+def listings(wanted: list[tuple[BinaryCache, str]]) -> dict[str, bytes | None]:
+    """The NAR listing of each (cache, path), None where the cache has none
+    or cannot give it (the listing only spares a download: without it, the
+    NAR is read); fetched concurrently on one event loop."""
+    from .flight import InFlight, drive
+
+    async def one(cache: BinaryCache, path: str) -> bytes | None:
+        try:
+            return await cache.transport.aget(f"{hash_part(path)}.ls")
+        except (NotFound, FetchError):
+            return None
+
+    async def fetch_all():
+        async with InFlight() as flight:
+            for cache, path in wanted:
+                flight.start(path, one(cache, path))
+            return {path: answer async for path, answer in flight}
+
+    return drive(fetch_all(), list({id(c.transport): c.transport for c, _ in wanted}.values())) if wanted else {}
+
+
+def read_cached(cache: BinaryCache, path: str, info, visit, listing: bytes | None) -> PathCode:
+    """The GPU code of a path in a binary cache, given its NAR listing (or
+    None); a fault is a one-line ClosureError naming the path."""
     where = f"{cache.url}/{info.url}"
-    try:
-        listing = cache.transport.get(f"{hash_part(path)}.ls")
-    except NotFound:
-        listing = None
-    except FetchError:
-        listing = None  # the listing only spares a download: without it, the NAR is read
     judged = None if listing is None else listing_loadable(listing)
     if judged is not None and not judged[0]:
         return PathCode(path, "listing", judged[1])

@@ -16,7 +16,7 @@ import subprocess
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
 
-from ..cache.gpucode import read_cached, read_local
+from ..cache.gpucode import listings, read_cached, read_local
 from ..cuda.ptx import newest_isa
 from ..drv.derivation import read_graph
 from ..drv.plan import make_plan, open_substituters, why_build
@@ -121,10 +121,11 @@ class _Judge:
         outputs = [o for r in roots for o in graph[r].outputs.values() if o]
         local = sorted({p for p in outputs if p not in fetched}
                        | {r for f in plan.fetch for r in f.info.references if r not in fetched})
+        listed = listings([(self.caches[f.store], f.path) for f in plan.fetch])
         for path in sorted(fetched):
             f = fetched[path]
             try:
-                got = read_cached(self.caches[f.store], path, f.info, visit)
+                got = read_cached(self.caches[f.store], path, f.info, visit, listed.get(path))
             except ClosureError as exc:
                 unread.append(str(exc))
                 continue
