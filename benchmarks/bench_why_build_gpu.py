@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,12 +35,12 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from common import closure_audit_command, measure, verdict
+from common import checked, closure_audit_command
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests/support"))
 
-from bench_why_build import graph_expr, instantiate, run, timed  # noqa: E402
+from bench_why_build import forget, graph_expr, instantiate, run, timed  # noqa: E402
 from cacheserver import CacheServer  # noqa: E402
 from cudagen import Nvcc, find_nvcc, gencode  # noqa: E402
 
@@ -154,14 +153,9 @@ def main() -> int:
              weight_requests == 0 and cand["nars_not_read"] >= len(weights)),
             (f"the candidate runs natively on 8.9 ({cand['verdict']})", cand["verdict"] == "native"),
         ]
-        print()
-        for text, ok in checks:
-            print(f"{verdict(ok)}  {text}")
-        return 0 if all(ok for _, ok in checks) else 1
+        return checked(checks)
     finally:
-        if made:
-            subprocess.run(["nix-store", "--delete", *dict.fromkeys(made)], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        forget(made, tmp)
 
 
 if __name__ == "__main__":

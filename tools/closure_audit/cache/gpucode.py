@@ -27,7 +27,7 @@ from ..elf.fatbin import read_files
 from ..errors import ClosureError
 from ..nix.storepath import hash_part
 from .binary import BinaryCache
-from .nar import NarError, NarReader, decompressed
+from .nar import NarReader, decompressed
 from .transport import FetchError, NotFound
 
 ELF_MAGIC = b"\x7fELF"
@@ -132,18 +132,11 @@ def listings(wanted: list[tuple[BinaryCache, str]]) -> dict[str, bytes | None]:
 def read_cached(cache: BinaryCache, path: str, info, visit, listing: bytes | None) -> PathCode:
     """The GPU code of a path in a binary cache, given its NAR listing (or
     None); a fault is a one-line ClosureError naming the path."""
-    where = f"{cache.url}/{info.url}"
     judged = None if listing is None else listing_loadable(listing)
     if judged is not None and not judged[0]:
         return PathCode(path, "listing", judged[1])
-    try:
+    with cache.nar_faults(path, info):
         return _stream(cache, path, info, visit)
-    except NotFound:
-        raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
-    except FetchError as exc:
-        raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
-    except NarError as exc:
-        raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
 
 
 def _stream(cache: BinaryCache, path: str, info, visit) -> PathCode:
