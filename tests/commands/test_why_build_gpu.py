@@ -42,6 +42,7 @@ CASES = {
     "isaold": ("libk.so", None, {}),  # the same PTX with .version 8.0, embedded by nvcc -fatbin
     "cudart13": ("libk.so", gencode("89:sm_89"), {}),  # beside a libcudart.so.13
     "missing": ("libk.so", gencode("89:sm_89"), {}),  # its NAR is deleted from the cache
+    "local": ("libk.so", gencode("89:sm_89"), {}),  # valid in the local store, never copied to the cache
 }
 GPUS = ["8.6", "8.9", "9.0", "10.0", "10.3", "12.0"]
 
@@ -89,7 +90,7 @@ def world(tmp_path_factory):
     nvcc = Nvcc(NVCC, work)
     recipes = {f"{n}.so": (flags,) for n, (_, flags, _) in CASES.items() if flags is not None and n != "missing"}
     files = {n[:-3]: str(p) for n, p in nvcc.build_all(recipes).items()}
-    files["missing"] = files["sm89"]
+    files["missing"] = files["local"] = files["sm89"]
     files["isaold"] = old_isa(nvcc, work)
     (work / "rt.c").write_text("int cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.13", "-o", "rt.so", "rt.c"], cwd=work,
@@ -100,7 +101,8 @@ def world(tmp_path_factory):
     for name in [*CASES, "narrow", "bigdata"]:
         drvs[name] = subprocess.run(["nix-instantiate", str(work / "c.nix"), "-A", name], capture_output=True,
                                     text=True, check=True).stdout.strip()
-    built = subprocess.run(["nix-build", *[drvs[n] for n in [*CASES, "bigdata"]], "--no-out-link", "--option",
+    cached = [n for n in [*CASES, "bigdata"] if n != "local"]
+    built = subprocess.run(["nix-build", *[drvs[n] for n in cached], "--no-out-link", "--option",
                             "substituters", ""], capture_output=True, text=True, check=True).stdout.split()
     cache = work / "cache"
     subprocess.run(["nix", *NIX_FLAGS, "copy", "--to", f"file://{cache}?compression=xz&write-nar-listing=true",
@@ -111,8 +113,13 @@ def world(tmp_path_factory):
     outs = {n: subprocess.run(["nix-store", "--query", "--outputs", d], capture_output=True, text=True,
                               check=True).stdout.strip() for n, d in drvs.items()}
     (cache / narinfo_field(cache, outs["missing"], "URL")).unlink()
-    with CacheServer(str(cache)) as server:
-        yield {"drvs": drvs, "outs": outs, "files": files, "cache": cache, "server": server, "work": work}
+    local = subprocess.run(["nix-build", drvs["local"], "--no-out-link", "--option", "substituters", ""],
+                           capture_output=True, text=True, check=True).stdout.split()
+    try:
+        with CacheServer(str(cache)) as server:
+            yield {"drvs": drvs, "outs": outs, "files": files, "cache": cache, "server": server, "work": work}
+    finally:
+        subprocess.run(["nix-store", "--delete", *local], capture_output=True)
 
 
 def narinfo_field(cache, path: str, key: str) -> str:
@@ -275,6 +282,18 @@ def test_large_path_without_gpu_code_is_not_downloaded(world):
     assert c["nar_bytes_read"] == int(narinfo_field(world["cache"], small, "NarSize"))
     # The configuration of the best: what sm89's derivation requests.
     assert result["best"]["configuration"]["nix"] == 'cudaCapabilities = [ "8.9" ]; cudaForwardCompat = false;'
+
+
+def test_valid_in_the_local_store_is_read_there(world):
+    server = world["server"]
+    server.reset()
+    rc, result = plan(world, ["local"], "--gpu", "8.9,9.0")
+    c = by_name(result, world)["local"]
+    assert c["build"] == c["fetch"] == 0 and c["gpu_files"] == 1 and c["nar_bytes_read"] == 0
+    assert {v["gpu"]: v["verdict"] for v in c["gpus"]} == {"8.9": "native", "9.0": "does-not-run"}
+    assert c["gpus"][1]["files"][0]["file"] == f"{world['outs']['local']}/lib/libk.so"
+    assert not [r for r in server.requests if r.startswith("nar/") or r.endswith(".ls")]
+    assert rc == 1
 
 
 def test_terminal_and_markdown(world, tmp_path):
