@@ -90,19 +90,21 @@ let
   # Loaded with dlopen by PyTorch or by the libraries it links (NVRTC loads
   # its builtins, cuDNN its engines): none of them is a DT_NEEDED entry that
   # autoPatchelf would see.
+  # The libraries by family; the redistributable of each is the table's
+  # (lib/data/cuda-libraries.json).
   dlopened = builtins.filter (p: p != null) (
-    map (n: cudaPackages.${n} or null) [
-      "cuda_nvrtc"
-      "libnvjitlink"
+    map (family: cudaPackages.${nixcuda.lib.cuda.redistOf.${family}} or null) [
+      "nvrtc"
+      "nvjitlink"
       "cudnn"
-      "libcublas"
-      "libcufft"
-      "libcurand"
-      "libcusolver"
-      "libcusparse"
-      "libcufile"
-      "cuda_cupti"
-      "cuda_nvtx"
+      "cublas"
+      "cufft"
+      "curand"
+      "cusolver"
+      "cusparse"
+      "cufile"
+      "cupti"
+      "nvtx"
     ]
   );
 

@@ -20,7 +20,8 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 
 from __future__ import annotations
 
-from ..elf.fatbin import Entry, kernels_of
+from ..elf.fatbin import Entry
+from ..elf.payloads import kernels_of
 from ..cuda.code import Code, runs_on, serves
 from ..cuda.request import Request
 from ..util import format_size
