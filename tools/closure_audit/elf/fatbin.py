@@ -76,6 +76,7 @@ _ENTRY_FIELDS = (
     "debug",
     "header",  # bytes of the entry header: the payload follows it
     "packed",  # bytes of the payload as stored (without the padding after a compressed one)
+    "version",  # the header's code version (major, minor): for PTX, its ISA version (`.version 9.0`)
 )
 
 
@@ -165,7 +166,7 @@ def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[li
     while pos < end:
         if pos + ENTRY_MIN > end:
             raise FatbinError(f"entry header at offset {pos:#x} runs past the end of its container")
-        (kind, _, hsize, psize, csize, _, _, _, arch, _, _, flags, _, usize) = _ENTRY.unpack_from(
+        (kind, _, hsize, psize, csize, _, vminor, vmajor, arch, _, _, flags, _, usize) = _ENTRY.unpack_from(
             data.read(pos, ENTRY_MIN))
         name = KINDS.get(kind)
         if name is None:
@@ -181,7 +182,8 @@ def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[li
         entries.append(Entry(  # by position, in _ENTRY_FIELDS' order: cuBLASLt has 6,000 entries
             section, pos, name, arch, "a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
             hsize + psize, hsize + (usize if compression != "none" else psize),
-            compression, bool(flags & FLAG_DEBUG), hsize, csize if compression != "none" else psize))
+            compression, bool(flags & FLAG_DEBUG), hsize, csize if compression != "none" else psize,
+            (vmajor, vminor)))
         pos = nxt
     return entries, end
 
