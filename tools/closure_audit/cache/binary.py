@@ -19,7 +19,7 @@ read, signatures included.
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from . import HTTP_CONNECTIONS
@@ -212,6 +212,21 @@ class BinaryCache:
         entries = {p: {"nar_size": i.nar_size, "references": list(i.references)} for p, i in infos.items()}
         roots = list(dict.fromkeys(self.check_target(r) for r in roots))
         return Closure(build_graph(entries), roots, self.url, self.info(roots[0]).store_dir)
+
+    @contextmanager
+    def nar_faults(self, path: str, info: NarInfo):
+        """Reading the NAR of `path`: every fault as a one-line ClosureError naming it."""
+        from .nar import NarError  # lzma and bz2 with it: only where a NAR is read
+
+        where = f"{self.url}/{info.url}"
+        try:
+            yield
+        except NotFound:
+            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
+        except FetchError as exc:
+            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
+        except NarError as exc:
+            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
 
     def close(self) -> None:
         self.transport.close()

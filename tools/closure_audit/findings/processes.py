@@ -29,7 +29,7 @@ import re
 
 from ..elf.dists import sha256
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
-from ..loader.model import matches_any
+from ..loader.environment import matches_any
 from ..loader.process import UNION, Process
 from .collector import Findings
 

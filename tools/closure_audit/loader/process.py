@@ -37,8 +37,9 @@ from dataclasses import dataclass, field, replace
 from ..errors import UsageError
 from ..util import under
 from .chains import Resolved
+from .environment import matches_any
 from .libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES, GLIBC_FAMILY
-from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution, matches_any
+from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution
 from .preloads import Preload, Preloads, site_dirs
 
 
