@@ -8,6 +8,8 @@ hold exactly the files the model lists."""
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
 from test_process_model import CATALOG, EXT, stack, write  # noqa: F401
@@ -22,8 +24,11 @@ NVJITLINK = '''
 '''
 
 
-def wrapper(build, name: str, calls_pathfinder: bool = True):
+def wrapper(build, name: str, calls_pathfinder: bool = True, compressed: bool = False):
     code = 'const char *loader = "load_nvidia_dynamic_lib";\n' if calls_pathfinder else "int plain = 1;\n"
+    if compressed:  # Cython 3.1's string table: the constants in one zlib stream, nothing in plain text
+        table = zlib.compress(b"cuda.pathfinder\0load_nvidia_dynamic_lib\0libnvrtc.so\0" * 3)
+        code = f"const unsigned char table[] = {{{', '.join(map(str, table))}}};\n"
     return build.lib(f"venv/lib/python3.12/site-packages/cuda/bindings/_internal/{name}{EXT}", soname="",
                      code=code)
 
@@ -55,3 +60,14 @@ def test_a_cuda_directory_without_pathfinder_wrappers_loads_nothing(stack, build
     procs = processes(stack, tmp_path)
     assert str(stack.nvrtc) not in files(stack, procs["cuda"])
     assert not procs["cuda"]["loads_cuda"]
+
+
+def test_a_wrapper_whose_strings_cython_compressed_is_read_as_one(stack, build, tmp_path):
+    """cuda-bindings 13.5: the wrappers' string constants are one zlib
+    stream; the real loader maps NVRTC at the first call all the same."""
+    nvrtc_module = wrapper(build, "nvrtc", compressed=True)
+    assert b"load_nvidia_dynamic_lib" not in nvrtc_module.read_bytes()
+    procs = processes(stack, tmp_path)
+    cuda = procs["cuda"]
+    assert cuda["loads_cuda"] and str(stack.nvrtc) in files(stack, cuda)
+    assert load(stack, cuda) == files(stack, cuda)

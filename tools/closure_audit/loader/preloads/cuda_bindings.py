@@ -19,6 +19,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import zlib
 
 from .common import Listing, Preload, Preloads
 from .pathfinder import Pathfinder
@@ -49,9 +50,34 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
 
 
 def _calls_pathfinder(path: str) -> bool:
-    """Whether the module's bytes name load_nvidia_dynamic_lib."""
+    """Whether the module's bytes name load_nvidia_dynamic_lib, as a plain
+    string or inside a zlib stream: Cython 3.1 and later (cuda-bindings 13.5)
+    keep a module's string constants compressed."""
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b"load_nvidia_dynamic_lib") >= 0
+            return data.find(NAME) >= 0 or any(NAME in text for text in _zlib_streams(data))
     except (OSError, ValueError):
         return False
+
+
+NAME = b"load_nvidia_dynamic_lib"
+_ZLIB = re.compile(rb"\x78[\x01\x5e\x9c\xda]")
+
+
+def _zlib_streams(data):
+    """The text of each zlib stream of the bytes (a header that happens to
+    start no stream is passed over)."""
+    view = memoryview(data)
+    try:
+        for m in _ZLIB.finditer(data):
+            d, out, at = zlib.decompressobj(), [], m.start()
+            try:  # a chunk at a time: most false headers fail within the first
+                while not d.eof and at < len(data) and sum(map(len, out)) < 1 << 24:
+                    out.append(d.decompress(view[at:at + (1 << 16)]))
+                    at += 1 << 16
+            except zlib.error:
+                continue
+            if d.eof:
+                yield b"".join(out)
+    finally:
+        view.release()
