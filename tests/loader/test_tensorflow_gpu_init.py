@@ -129,3 +129,53 @@ def test_tensorflow_alone_runs_on_the_cpu_and_after_torch_gets_its_gpu(tf, tmp_p
         assert (str(lib) in mapped) == (name != "cusolver")
     failed, mapped = real(tf, procs["union"])
     assert failed == [] and cusolver in mapped
+
+
+def _immediate(name: str) -> str:
+    """A name as a 64-bit integer constant: its bytes only in the code."""
+    return hex(int.from_bytes(name.encode().ljust(8, b"\0"), "little")) + "ULL"
+
+
+# TensorFlow 2.21's shape: the names are immediate operands of its code
+# (movabs rax, "cusolver"); no NUL-terminated string holds one.
+GPU_INIT_IMMEDIATE = r'''
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+static char failed[512];
+static void try_open(unsigned long long name, const char *version) {
+    char base[9] = {0}, file[64];
+    memcpy(base, &name, 8);
+    snprintf(file, sizeof file, "lib%s.so.%s", base, version);
+    if (!dlopen(file, RTLD_NOW | RTLD_LOCAL)) { strcat(failed, file); strcat(failed, " "); }
+}
+const char *gpu_init(void) {
+    failed[0] = 0;
+''' + "".join(f'    try_open({_immediate(n)}, "{v}");\n' for n, v in (
+    ("cudart", "12"), ("cublas", "12"), ("cublasLt", "12"), ("cufft", "11"), ("cusolver", "11"), ("cusparse", "12"),
+    ("cudnn", "9"))) + '''    return failed;
+}
+'''
+
+
+def test_names_only_the_code_holds_are_read_as_tensorflow_2_21s(tf, tmp_path):
+    """The framework library of 2.21 names its libraries in no string: the
+    model reads them all the same, and the real loader agrees: alone,
+    cuSOLVER fails and the others load; after torch, none fails."""
+    src = tmp_path / "gpu_init_immediate.c"
+    src.write_text(GPU_INIT_IMMEDIATE)
+    runpath = ":".join(f"$ORIGIN/../nvidia/{f}/lib" for f in ("cuda_runtime", "cublas", "cufft", "cusparse", "cudnn"))
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tf.tf_framework), str(src),
+                    "-Wl,-soname,libtensorflow_framework.so.2", f"-Wl,--enable-new-dtags,-rpath,{runpath}"], check=True)
+    data = tf.tf_framework.read_bytes()
+    assert b"\0cusolver\0" not in data and b"\0cudart\0" not in data and b"cusolver" in data
+    report = audit(tf.venv, policy=host_policy(tf.host))
+    (f,) = by_rule(report, "gpu-init-library-missing")
+    assert f.fields["missing"] == ["libcusolver.so.11"]
+    procs = processes(tf, tmp_path)
+    opened = {o["path"] for o in procs["tensorflow"]["objects"] if o["loaded_by"].get("preload") == "tensorflow"}
+    assert opened == {str(lib) for name, lib in tf.tf_files.items() if name != "cusolver"}
+    failed, mapped = real(tf, procs["tensorflow"])
+    assert failed == ["libcusolver.so.11"]
+    failed, mapped = real(tf, procs["union"])
+    assert failed == [] and str(tf.tf_files["cusolver"]) in mapped

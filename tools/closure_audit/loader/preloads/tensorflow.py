@@ -50,11 +50,11 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
 
 
 def _named(path: str) -> set[str]:
-    """The GPU_INIT base names the file holds as NUL-terminated strings."""
+    """The GPU_INIT base names the file holds: as NUL-terminated strings
+    (2.20), or only as bytes of its code (2.21 builds "cusolver" from an
+    immediate operand, `movabs rax, "cusolver"`, and no string says it)."""
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return {b for b in GPU_INIT if data.find(b"\0" + b.encode() + b"\0") >= 0}
+            return {b for b in GPU_INIT if data.find(b.encode()) >= 0}
     except (OSError, ValueError):
         return set()
-
-
