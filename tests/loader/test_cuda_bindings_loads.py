@@ -71,3 +71,18 @@ def test_a_wrapper_whose_strings_cython_compressed_is_read_as_one(stack, build, 
     cuda = procs["cuda"]
     assert cuda["loads_cuda"] and str(stack.nvrtc) in files(stack, cuda)
     assert load(stack, cuda) == files(stack, cuda)
+
+
+def test_an_nvrtc_already_loaded_leaves_its_builtins_to_it(stack, build, tmp_path):
+    """torch 2.14.1 beside TensorFlow's CUDA 12 NVRTC: torch's import maps
+    libnvrtc.so.13 and nvidia/cuda_nvrtc's 12.9 builtins; cuda-bindings'
+    first call then takes the NVRTC loaded and cuda-pathfinder loads no
+    13.0 builtins (the real loader on that venv: tests/loader/venvs)."""
+    builtins = build.lib("venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc-builtins.so.13.0")
+    old = build.lib("venv/lib/python3.12/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.9")
+    wrapper(build, "nvrtc")
+    procs = processes(stack, tmp_path)
+    assert str(builtins) in files(stack, procs["cuda"]) and str(stack.nvrtc) in files(stack, procs["cuda"])
+    union = files(stack, procs["union"])
+    assert str(old) in union and str(stack.nvrtc) in union and str(builtins) not in union
+    assert load(stack, procs["union"]) == union

@@ -451,7 +451,7 @@ def test_pathfinder_1_3_tables_glob_the_first_file_by_name(stack):
     finder = Pathfinder.read([str(stack.site)], notes)
     listing = lambda d: frozenset(os.listdir(d)) if os.path.isdir(d) else None  # noqa: E731
     assert not finder.exact and notes == []
-    assert [os.path.basename(p) for p, _ in finder.load("cublas", listing)] == ["libcublasLt.so.13", "libcublas.so.13"]
+    assert [os.path.basename(p) for p, _, _ in finder.load("cublas", listing)] == ["libcublasLt.so.13", "libcublas.so.13"]
     assert "nccl" in finder.catalog and finder.catalog["cublas"].deps == ("cublasLt",)
 
 

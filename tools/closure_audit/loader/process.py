@@ -84,6 +84,7 @@ class Process:
     reverse: "Process | None" = None  # the union only: the same frameworks imported in the reverse order
     # dlopens by name after the imports (loader/preloads/tensorflow.py): each one and the file it got, or None
     opened: list[tuple[Preload, str | None]] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)  # preloads (paths) not made: a name they give was loaded
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         """The objects of that file, a failed load's included: their other
@@ -288,8 +289,9 @@ def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:
 
 def _preload(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
     lm = proc.link_map
-    if any(n in lm.by_name for n in preload.unless):
-        return  # cuda-pathfinder takes the copy already loaded
+    if any(n in lm.by_name for n in preload.unless) or preload.along in proc.skipped:
+        proc.skipped.add(preload.path)
+        return  # cuda-pathfinder takes the copy already loaded, and loads nothing along with it
     elf = loader.candidate(preload.path)[1]
     if elf is None:
         return  # ctypes raises; the framework goes on without it

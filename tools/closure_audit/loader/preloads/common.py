@@ -29,6 +29,9 @@ class Preload:
     # A dlopen by name from this object (real path), after the imports (TensorFlow's GPU
     # initialisation): its search path, not a path, decides the file.
     opener: str | None = None
+    # Loaded only together with this earlier preload (its path): NVRTC's builtins go with
+    # pathfinder's NVRTC, and an NVRTC already loaded is taken as it is, builtins left to it.
+    along: str | None = None
 
 
 @dataclass

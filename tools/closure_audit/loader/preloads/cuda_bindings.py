@@ -44,9 +44,9 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
             continue
         source = f"{finder.source}, called from {INTERNAL}/{file}"
         trigger = f"the first call into cuda.bindings' {m[1]}"
-        for path, unless in finder.load(name, listing):
+        for path, unless, along in finder.load(name, listing):
             out.preloads.append(Preload("cuda-pathfinder", source, trigger, "cuda", f"{INTERNAL}/{m[1]}", path,
-                                        unless))
+                                        unless, along=along))
 
 
 def _calls_pathfinder(path: str) -> bool:

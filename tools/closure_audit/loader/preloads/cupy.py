@@ -44,5 +44,5 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
         triggers.extend((name, module, trigger, "CuPy's compiled SoftLink") for name, module, trigger in CUPY_SOFTLINK)
     for name, module, trigger, where in triggers:
         source = f"{finder.source}, called from {where}"
-        for path, unless in finder.load(name, listing):
-            out.preloads.append(Preload("cuda-pathfinder", source, trigger, "cupy", module, path, unless))
+        for path, unless, along in finder.load(name, listing):
+            out.preloads.append(Preload("cuda-pathfinder", source, trigger, "cupy", module, path, unless, along=along))

@@ -48,9 +48,10 @@ class Pathfinder:
             return cls(site, catalog, exact, builtins)
         return None
 
-    def load(self, name: str, listing: Listing, seen: set[str] | None = None) -> list[tuple[str, tuple[str, ...]]]:
-        """(file, the sonames that make it skipped) for `name` and its
-        dependencies, in load order."""
+    def load(self, name: str, listing: Listing,
+             seen: set[str] | None = None) -> list[tuple[str, tuple[str, ...], str | None]]:
+        """(file, the sonames that make it skipped, the file it is loaded
+        only along with) for `name` and its dependencies, in load order."""
         seen = set() if seen is None else seen
         # CuPy asks for 'cusparselt', the catalog says 'cusparseLt'.
         name = next((n for n in self.catalog if n.lower() == name.lower()), name) if name not in self.catalog else name
@@ -61,11 +62,11 @@ class Pathfinder:
         out = [x for dep in desc.deps for x in self.load(dep, listing, seen)]
         path = self._find(name, desc, listing)
         if path is not None:
-            out.append((path, desc.sonames))
+            out.append((path, desc.sonames, None))
             if self.builtins and name == "nvrtc" and os.path.basename(path).startswith("libnvrtc.so.13"):
                 sibling = os.path.join(os.path.dirname(path), "libnvrtc-builtins.so.13.0")
                 if "libnvrtc-builtins.so.13.0" in (listing(os.path.dirname(path)) or ()):
-                    out.append((sibling, ("libnvrtc-builtins.so.13.0",)))
+                    out.append((sibling, ("libnvrtc-builtins.so.13.0",), path))
         return out
 
     def _find(self, name: str, desc: Descriptor, listing: Listing) -> str | None:
