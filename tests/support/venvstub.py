@@ -87,6 +87,7 @@ def preloads(fixture: dict, site: Path) -> Preloads:
         d["path"] = p["path"] if p.get("opener") else str(site / p["path"])
         d["opener"] = str(site / p["opener"]) if p.get("opener") else None
         d["unless"] = tuple(p.get("unless", ()))
+        d["along"] = str(site / p["along"]) if p.get("along") else None
         out.append(Preload(**d))
     return Preloads(out, [])
 

@@ -330,6 +330,7 @@ def preload_record(p, site: str) -> dict:
     d["path"] = p.path if p.opener else os.path.relpath(p.path, site)
     d["opener"] = os.path.relpath(p.opener, site) if p.opener else None
     d["unless"] = list(p.unless)
+    d["along"] = os.path.relpath(p.along, site) if p.along else None
     return d
 
 
