@@ -92,7 +92,7 @@ def test_the_real_loader_maps_on_the_stub_tree_what_it_mapped_on_the_real_venv(s
     for truth, order in recorded(fixture):
         report = model(stub, monkeypatch, order)
         proc = {p.name: p for p in report.processes}[truth["name"]]
-        failed, mapped = venvstub.replay(proc, driver)
+        failed, mapped = venvstub.replay(proc, driver, truth["skipped_frameworks"])
         skipped = set(truth["skipped"])
         again = venvtruth.answer(mapped, failed, site_real, driver, fixture["libraries"])
         said = venvtruth.model_answer(proc, report.opened, site_real, driver, fixture["libraries"],

@@ -112,11 +112,12 @@ print(json.dumps([failed, maps]))
 """
 
 
-def replay(proc, driver: str) -> tuple[list[list[str]], list[str]]:
+def replay(proc, driver: str, gone=()) -> tuple[list[list[str]], list[str]]:
     """The real loader on the stub tree: a fresh process loads the model
     process's roots in its order (preloads, modules, loads that fail), then
     dlopens each name an opener opens from that opener. (failed [path,
-    name], mapped files)."""
+    name], mapped files). The loads of frameworks in `gone` are left out,
+    as the recording left out a framework whose import killed the process."""
     roots = []
     failed = sorted(proc.failed, key=lambda f: f[2])
     k = 0
@@ -124,7 +125,7 @@ def replay(proc, driver: str) -> tuple[list[list[str]], list[str]]:
         while k < len(failed) and failed[k][2] <= i:
             roots.append(failed[k][0].root.path)
             k += 1
-        if obj is not None and obj.parent is None:
+        if obj is not None and obj.parent is None and proc.framework_of(obj) not in gone:
             roots.append(obj.path)
     opens = [[preload.opener, preload.path] for preload, _file in proc.opened]
     p = subprocess.run([sys.executable, "-c", REPLAY, json.dumps(roots), json.dumps(opens)], capture_output=True,
