@@ -178,6 +178,8 @@ def model_answer(proc, opened, site: str, driver: str, libs: dict, gone=()) -> d
         if row.path and os.path.realpath(row.file) in mapped:
             found.setdefault(row.name, set()).add(relative(row.path, site, driver))
     out["opened"] = {k: sorted(v) for k, v in sorted(found.items())}
+    if proc.opened and "tensorflow" not in gone:  # a GPU initialisation: it registers the GPU when no dlopen fails
+        out["gpu"] = all(path is not None for _preload, path in proc.opened)
     return out
 
 
@@ -200,8 +202,7 @@ def modules(site: str, packages) -> list[tuple[str, str]]:
 FIRST_USE = {
     "cupy": ("early", ["from cupy_backends.cuda.libs import nvrtc; nvrtc.getVersion()"]),
     "jax_plugins": ("late", ["import jax; jax.devices()"]),
-    "tensorflow": ("late", ["import tensorflow as tf; print('GPUS', tf.config.list_physical_devices('GPU'), "
-                            "file=sys.stderr)"]),
+    "tensorflow": ("late", ["import tensorflow as tf; say(gpus=len(tf.config.list_physical_devices('GPU')))"]),
     "triton": ("late", ["import triton.knobs as k; ctypes.CDLL(os.path.join(k.proton.cupti_lib_dir, 'libcupti.so'))"]),
 }
 
@@ -291,6 +292,7 @@ def real(python: str, steps, driver: str, timeout: int = 900) -> dict:
             done = [x for x in lines if "maps" in x]
             if done:
                 return {"steps": {x["end"]: x for x in lines if "end" in x}, "maps": done[0]["maps"],
+                        "gpus": next((x["gpus"] for x in lines if "gpus" in x), None),
                         "skipped": skip, "stderr": p.stderr}
             began = [x["begin"] for x in lines if "begin" in x]
             if began and steps[began[-1]][0] == "import" and began[-1] not in skip and began[-1] > 0:
@@ -322,7 +324,10 @@ def real_answer(result, steps, site: str, driver: str, libs: dict) -> dict:
         if step[0] == "module" and error and any(s in error for s in ("cannot open shared object file",)):
             missing = error.split("OSError: ")[-1].split(":")[0].strip()
             failed.append((step[2], missing))
-    return answer([m for m in result["maps"] if m.startswith("/")], failed, site, driver, libs)
+    out = answer([m for m in result["maps"] if m.startswith("/")], failed, site, driver, libs)
+    if result.get("gpus") is not None:  # TensorFlow's GPU initialisation: whether it registered the device
+        out["gpu"] = result["gpus"] > 0
+    return out
 
 
 def preload_record(p, site: str) -> dict:
@@ -412,6 +417,8 @@ def differences(truth: dict, said: dict, skipped=()) -> list[str]:
             continue  # a dlopen at run time the model resolves to that very file
         if a != b:
             out.append(f"{name}: the loader maps {a}, the model {b}")
+    if truth.get("gpu") != said.get("gpu"):
+        out.append(f"GPU initialisation: the loader's registers a GPU: {truth.get('gpu')}, the model's: {said.get('gpu')}")
     for f in sorted(set(map(tuple, truth["failed"])) ^ set(map(tuple, said["failed"]))):
         if f[0] in skipped:
             continue
