@@ -185,3 +185,28 @@ def test_unreadable_dist_infos_claim_nothing_and_never_crash(tmp_path, build):
     assert p.returncode in (0, 1) and "Traceback" not in p.stderr, p.stderr
     assert not [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "distribution-file-conflict"]
     assert lib.exists()
+
+
+def test_a_venvs_lib64_link_is_one_site_and_a_size_one_record_alone_gives_decides(tmp_path, build):
+    """python -m venv links lib64 to lib: one finding, not one per name of
+    the directory. The two builds differ in size, so the file's size names
+    whose bytes they are; where sizes agree (the header) the SHA-256 does."""
+    cu13 = build.lib("cu13/libcudnn.so.9", code="int cudnn_cu13[64] = {13};\n").read_bytes()
+    cu12 = build.lib("cu12/libcudnn.so.9", code="int cudnn_cu12[4096] = {12};\n").read_bytes()
+    assert len(cu13) != len(cu12)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    w13 = wheel(wheels, "nvidia-cudnn-cu13", "9.24.0.43", {LIB: cu13, HEADER: b"#define CUDNN 13\n"})
+    w12 = wheel(wheels, "nvidia-cudnn-cu12", "9.28.0.42", {LIB: cu12, HEADER: b"#define CUDNN 12\n"})
+    venv = tmp_path / "venv"
+    pip_install(venv, w13)
+    pip_install(venv, w12)
+    os.symlink("lib", venv / "lib64")
+    (site,) = venv.glob("lib/python*/site-packages")
+    (f,) = conflicts(venv)
+    assert f["on_disk"] == "nvidia-cudnn-cu12" and sorted(f["paths"]) == sorted([str(site / LIB), str(site / HEADER)])
+    # Bytes of neither, the size of neither: no one's.
+    (site / LIB).write_bytes(cu12 + b"\0")
+    (site / HEADER).write_bytes(b"#define CUDNN 99\n")
+    (f,) = conflicts(venv)
+    assert f["on_disk"] is None

@@ -44,10 +44,16 @@ def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: 
                 size = os.path.getsize(path)
             except OSError:
                 continue  # not on disk any more: uninstalling one deleted it
-            # cuDNN's libraries are hundreds of MB: hashed only when a RECORD's size matches.
+            # cuDNN's libraries are hundreds of MB: hashed only when sizes leave the
+            # question open. One claimant's recorded size alone matching, every other's
+            # recorded and different, tells whose bytes these are (a gigabyte of cuDNN
+            # and NCCL in a venv with both CUDA majors, read for nothing otherwise).
             sized = [d for d in claimants if d.sizes.get(rel, size) == size]
-            disk = sha256(path) if sized else None
-            on_disk = next((d for d in sized if disk is not None and d.files[rel] == disk), None)
+            if len(sized) == 1 and all(rel in d.sizes for d in claimants):
+                on_disk = sized[0]
+            else:
+                disk = sha256(path) if sized else None
+                on_disk = next((d for d in sized if disk is not None and d.files[rel] == disk), None)
             key = (tuple(sorted(d.dist_info for d in claimants)), on_disk.dist_info if on_disk else None)
             groups.setdefault(key, []).append(path)
         by_dir = {d.dist_info: d for d in dists}
@@ -75,7 +81,7 @@ def _finding(findings: Findings, claimants: list[Distribution], winner: Distribu
     if winner is None:
         disk = "the bytes on disk match neither RECORD"
     else:
-        disk = f"the bytes on disk are {winner.name}'s (by its RECORD's SHA-256), the one installed last"
+        disk = f"the bytes on disk are {winner.name}'s (by the size its RECORD gives, or where sizes agree its SHA-256), the one installed last"
     who = []
     for entry, loser in zip(lost, losers):
         if entry["required_by"]:

@@ -53,7 +53,8 @@ def site_dirs(roots: tuple[str, ...]) -> list[str]:
             found = sorted(glob.glob(os.path.join(base, "lib*", "python*", "*-packages"))) or sorted(
                 glob.glob(os.path.join(base, "*-packages")))
         for d in found or [root]:
-            if d not in out:
+            # A venv's lib64 is a link to lib: one site directory, read once.
+            if d not in out and os.path.realpath(d) not in {os.path.realpath(o) for o in out}:
                 out.append(d)
     return out
 
