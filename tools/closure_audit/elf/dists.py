@@ -23,7 +23,8 @@ class Distribution:
     name: str  # as METADATA's Name, else the dist-info directory's
     version: str
     dist_info: str  # the directory's path
-    files: dict[str, str | None] = field(default_factory=dict)  # site-relative path -> sha256 (hex) or None
+    # site-relative path -> its SHA-256 as RECORD writes it (urlsafe base64, no padding), or None
+    files: dict[str, str | None] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)  # site-relative path -> size, where RECORD gives one
     requires: set[str] = field(default_factory=set)  # normalized names of Requires-Dist
 
@@ -85,19 +86,17 @@ def _record(dist: Distribution, path: str, site: str) -> None:
     for row in rows:
         if not row or not row[0]:
             continue
-        rel = os.path.normpath(row[0])
+        # Kept as written: tens of thousands of rows, and a digest is only ever compared.
+        rel = row[0]
+        if "/." in rel or "//" in rel or rel.startswith((".", "/")) or rel.endswith("/"):
+            rel = os.path.normpath(rel)  # most rows are already what normpath gives
         digest = row[1] if len(row) > 1 else ""
-        dist.files[rel] = _hex(digest[len("sha256="):]) if digest.startswith("sha256=") else None
+        dist.files[rel] = digest[7:] if digest.startswith("sha256=") and _DIGEST.fullmatch(digest, 7) else None
         if len(row) > 2 and row[2].isdigit():
             dist.sizes[rel] = int(row[2])
 
 
-def _hex(urlsafe: str) -> str | None:
-    """RECORD's urlsafe base64 without padding, as hex."""
-    try:
-        return base64.urlsafe_b64decode(urlsafe + "=" * (-len(urlsafe) % 4)).hex()
-    except (ValueError, TypeError):
-        return None
+_DIGEST = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes in urlsafe base64, unpadded
 
 
 def sha256(path: str) -> str | None:
@@ -110,6 +109,11 @@ def sha256(path: str) -> str | None:
     except OSError:
         return None
     return h.hexdigest()
+
+
+def record_digest(hexdigest: str | None) -> str | None:
+    """A SHA-256 (hex) as a RECORD writes it: urlsafe base64, unpadded."""
+    return None if hexdigest is None else base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
 
 
 def owners(dists: list[Distribution]) -> dict[str, list[Distribution]]:

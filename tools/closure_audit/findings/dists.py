@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..elf.dists import Distribution, owners, sha256
+from ..elf.dists import Distribution, owners, record_digest, sha256
 from .collector import Findings
 
 _MAJOR = re.compile(r"-cu(\d+)$")
@@ -52,7 +52,7 @@ def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: 
             if len(sized) == 1 and all(rel in d.sizes for d in claimants):
                 on_disk = sized[0]
             else:
-                disk = sha256(path) if sized else None
+                disk = record_digest(sha256(path)) if sized else None
                 on_disk = next((d for d in sized if disk is not None and d.files[rel] == disk), None)
             key = (tuple(sorted(d.dist_info for d in claimants)), on_disk.dist_info if on_disk else None)
             groups.setdefault(key, []).append(path)
