@@ -132,3 +132,30 @@ def test_the_fixture_is_what_the_real_venv_records_now(name, tmp_path):
     for now, then in zip(again["processes"], fixture["processes"], strict=True):
         assert (now["name"], now["frameworks"], now["real"]) == (then["name"], then["frameworks"], then["real"])
         assert now["model_differs"] == []
+
+
+@pytest.mark.venvs
+@pytest.mark.skipif("torch-tensorflow" not in VENVS, reason="set NIXCUDA_VENVS to name=DIR of the real venvs")
+def test_the_overwritten_cudnn_and_nccl_are_named_by_the_bytes_on_disk():
+    """pip installs nvidia-cudnn-cu12 over -cu13 (and the NCCL pair): the
+    finding names the distribution whose RECORD hash the file on disk has,
+    computed here from the RECORDs themselves."""
+    import base64
+    import csv
+    import hashlib
+
+    site = venvtruth.site_of(VENVS["torch-tensorflow"])
+    report = audit(VENVS["torch-tensorflow"])
+    found = {os.path.relpath(f.file, site): f for f in report.findings if f.rule == "distribution-file-conflict"}
+    assert set(found) == {"nvidia/cudnn/lib/libcudnn.so.9", "nvidia/nccl/lib/libnccl.so.2"}
+    for rel, f in found.items():
+        with open(os.path.join(site, rel), "rb") as lib:
+            digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(lib.read()).digest()).rstrip(b"=").decode()
+        owners = []
+        for info in Path(site).glob("*.dist-info"):
+            with open(info / "RECORD", newline="") as record:
+                if any(row[:2] == [rel, digest] for row in csv.reader(record)):
+                    owners.append(info.name)
+        (owner,) = owners
+        assert owner.startswith(f.fields["on_disk"].replace("-", "_") + "-") and f.fields["on_disk"].endswith("-cu12")
+        assert f.fields["losers"][0]["required_by"] == ["torch"]

@@ -41,8 +41,9 @@ def normalize(name: str) -> str:
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def read_distributions(site: str) -> list[Distribution]:
-    """Every distribution of `site`, by the name of its dist-info directory."""
+def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribution]:
+    """Every distribution of `site`, by the name of its dist-info directory
+    (with `keys`, only those whose directory names one of these normalized names)."""
     try:
         names = sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
     except OSError:
@@ -52,6 +53,8 @@ def read_distributions(site: str) -> list[Distribution]:
         directory = os.path.join(site, n)
         stem = n[:-len(".dist-info")]
         name, _, version = stem.partition("-")
+        if keys is not None and normalize(name) not in keys:
+            continue
         dist = Distribution(name, version, directory)
         _metadata(dist, os.path.join(directory, "METADATA"))
         _record(dist, os.path.join(directory, "RECORD"), site)
@@ -143,7 +146,10 @@ def installed_files(dists_by_site: list[tuple[str, list[Distribution]]]) -> dict
     """File name -> (distribution, absolute path) for every file a RECORD claims."""
     out: dict[str, list[tuple[Distribution, str]]] = {}
     for site, dists in dists_by_site:
+        top = os.path.normpath(site)
         for d in dists:
             for rel in d.files:
-                out.setdefault(os.path.basename(rel), []).append((d, os.path.normpath(os.path.join(site, rel))))
+                # RECORD's paths are normalized as read: only one reaching outside (../../bin) needs more.
+                path = os.path.normpath(os.path.join(top, rel)) if rel.startswith(".") else f"{top}/{rel}"
+                out.setdefault(rel.rpartition("/")[2], []).append((d, path))
     return out

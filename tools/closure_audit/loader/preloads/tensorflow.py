@@ -35,9 +35,9 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
         return
     opener = os.path.realpath(os.path.join(site, FRAMEWORK_LIBRARY))
     named = _named(opener)
-    dists = read_distributions(site)
-    tf = next((d for d in dists if d.key in ("tensorflow", "tensorflow-cpu", "tf-nightly")), None)
-    wanted = {d.key: d for d in dists if tf is not None and d.key in tf.requires}
+    # TensorFlow's own dist-info, then only the RECORDs of what it requires.
+    tf = next(iter(read_distributions(site, {"tensorflow", "tensorflow-cpu", "tf-nightly"})), None)
+    wanted = {d.key: d for d in read_distributions(site, tf.requires)} if tf is not None else {}
     files = {os.path.basename(rel) for d in wanted.values() for rel in d.files}
     for base in GPU_INIT:
         if base not in named:
