@@ -8,7 +8,7 @@ from ..cache import HTTP_CONNECTIONS
 from ..closure import CLOSURE_TARGETS
 from ..errors import UsageError
 from ..findings import policy
-from ..targets import DUMP, resolve_target
+from ..targets import resolve_target
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -115,7 +115,7 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
     if not targets:
         raise UsageError("a TARGET or --path-info FILE is required")
     resolved = [resolve_target(t, build, closure=True) for t in targets]
-    if len(resolved) == 1 and resolved[0].kind == DUMP:
+    if len(resolved) == 1 and resolved[0].is_dump:
         return load_dump(resolved[0].given, [])
     return load_closure([t.closure_root() for t in resolved])
 
