@@ -305,3 +305,35 @@ def trace_json(result) -> dict:
                                 "objects": [{"name": o.name, "path": o.path, "real": o.real, "how": o.how,
                                              "by": o.by, "where": o.where} for o in p.objects]}
                                for p in result.processes])
+
+
+# -- survey ----------------------------------------------------------------------
+
+def survey_job_json(r) -> dict:
+    """One job of a survey: what the evaluation said of it, and its figures
+    (null where it was not judged)."""
+    j, f = r.job, r.figures
+    before = r.baseline or {}
+    return {
+        "attr": j.attr, "name": j.name, "system": j.system, "drv_path": j.drv_path, "outputs": j.outputs,
+        "cache_status": j.cache_status, "status": r.status, "reason": r.reason, "passed": not r.failed
+        and r.status == "judged", "closure_size": f.closure_size if f else None, "paths": f.paths if f else None,
+        "forbidden": f.forbidden if f else [], "gpu_code": f.gpu_code if f else None, "kept": r.kept,
+        "new": r.new, "baseline_size": before.get("closure_size") if type(before.get("closure_size")) is int
+        else None, "regressions": r.regressions,
+    }
+
+
+def survey_json(result) -> dict:
+    results = result.results
+    summary = {
+        "jobs": sum(r.status != "gone" for r in results),
+        "judged": sum(r.status == "judged" for r in results),
+        "unknown": sum(r.status == "unknown" for r in results),
+        "failed": sum(r.failed for r in results),
+        "regressions": sum(len(r.regressions) for r in results),
+        "new": sum(r.new for r in results), "gone": sum(r.status == "gone" for r in results),
+        "kept": sum(r.kept for r in results),
+    }
+    return envelope("survey", [result.source], "nix-store", result.findings, summary, store=result.store,
+                    baseline=result.baseline, jobs=[survey_job_json(r) for r in results])
