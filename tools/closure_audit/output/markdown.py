@@ -173,6 +173,10 @@ def why_build_markdown(result) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' * (n != 1)}"
+
+
 def survey_markdown(result) -> str:
     """A pull-request comment: the verdict and counts, the regression table
     first, then the jobs that failed and those not judged."""
@@ -184,7 +188,7 @@ def survey_markdown(result) -> str:
     verdict = "❌ failed" if regressed or failed else "⚠️ incomplete" if unknown else "✅ passed"
     lines = [f"## closure-audit survey: {verdict}", "",
              f"{sum(r.status != 'gone' for r in results)} jobs: {judged} judged, {len(unknown)} not judged, "
-             f"{len(failed) + len(regressed)} failing; {sum(len(r.regressions) for r in results)} regressions "
+             f"{len(failed) + len(regressed)} failing; {_count(sum(len(r.regressions) for r in results), 'regression')} "
              f"({_cell(result.store)}).", ""]
     if regressed:
         lines += ["| job | closure | before | growth | regression |", "| --- | ---: | ---: | ---: | --- |"]
