@@ -19,13 +19,14 @@ read, signatures included.
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
 from ..nix.storepath import hash_part, is_store_basename
 from .kept import KeptNarinfos
+from .nar import NarError
 from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
@@ -169,6 +170,20 @@ class BinaryCache:
         thread of their own, all of them before this returns: a write
         on the event loop would hold back every request in flight."""
         return nullcontext() if self.kept is None else self.kept.writing_behind()
+
+    @contextmanager
+    def nar_faults(self, path: str, info: NarInfo):
+        """Around a read of the NAR of `path`: each fault of the cache or the
+        archive becomes a one-line ClosureError naming the path."""
+        where = f"{self.url}/{info.url}"
+        try:
+            yield
+        except NotFound:
+            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
+        except FetchError as exc:
+            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
+        except NarError as exc:
+            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
 
     # -- closures ------------------------------------------------------------------------
 

@@ -27,8 +27,7 @@ from ..loader.model import Environment, Loader
 from ..nix.storepath import top_store_path
 from .binary import BinaryCache
 from ..closure.evidence import CONTEXT, Evidence, Scanner
-from .nar import NarError, NarReader, decompressed
-from .transport import FetchError, NotFound
+from .nar import NarReader, decompressed
 
 _MAX_PASSES = 8
 _MAX_LINKS = 40
@@ -65,15 +64,8 @@ class StoreView:
         finished, with more passes where one is not enough. Every fault is a
         one-line ClosureError naming the path."""
         info = self.cache.narinfo(path)
-        where = f"{self.cache.url}/{info.url}"
-        try:
+        with self.cache.nar_faults(path, info):
             return self._walk(path, info, needles, settle)
-        except NotFound:
-            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
-        except FetchError as exc:
-            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
-        except NarError as exc:
-            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
 
     def _walk(self, path, info, needles, settle):
         tree = StoreTree()

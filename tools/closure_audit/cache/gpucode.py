@@ -18,7 +18,6 @@ from ..elf.fatbin import MAGIC_BYTES, FileCode, read_file
 from ..errors import ClosureError
 from .binary import BinaryCache
 from .nar import NarError, NarReader, decompressed
-from .transport import FetchError, NotFound
 
 ELF_MAGIC = b"\x7fELF"
 
@@ -54,15 +53,8 @@ def nar_code(cache: BinaryCache, path: str) -> dict[str, int]:
     """The same for `path` in the binary cache, from its NAR, checked against
     its narinfo's hash and size. Every fault is a one-line ClosureError."""
     info = cache.narinfo(path)
-    where = f"{cache.url}/{info.url}"
-    try:
+    with cache.nar_faults(path, info):
         return _streamed(cache, info)
-    except NotFound:
-        raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
-    except FetchError as exc:
-        raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
-    except NarError as exc:
-        raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
 
 
 def _streamed(cache: BinaryCache, info) -> dict[str, int]:
