@@ -372,3 +372,21 @@ def test_usage_errors_fail_closed(tmp_path):
     fails_closed(["survey", str(tmp_path / "e.jsonl"), "--baseline", str(tmp_path / "b.json")],
                  "not the --json report of a survey")
     fails_closed(["survey", str(tmp_path / "e.jsonl"), "--max-growth", "5%"], "--max-growth needs --baseline")
+
+
+def test_budgets_file_defaults_and_one_job(sets, tmp_path):
+    """[defaults] applies to every job, [targets.ATTR] to that job alone: its
+    budget and its own forbidden names."""
+    built, lines, jobs = sets["one"]
+    (tmp_path / "b.toml").write_text('[defaults]\nmax-closure-size = "1 KiB"\n\n[targets.base]\n'
+                                     'max-closure-size = "1 GiB"\n\n[targets.liba]\nmax-closure-size = "1 GiB"\n'
+                                     'forbidden = ["survey-base-*"]\n')
+    keep = [j for j in jobs if j["attr"] in ("base", "liba", "app")]
+    code, report = survey(str(_write_lines(tmp_path / "e.jsonl", keep)), "--budgets", str(tmp_path / "b.toml"))
+    got = _jobs(report)
+    assert code == 1
+    assert got["base"]["passed"] and not got["base"]["forbidden"]
+    assert [f["path"] for f in got["liba"]["forbidden"]] == built["base"] and not got["liba"]["passed"]
+    assert not got["app"]["forbidden"] and not got["app"]["passed"]  # over the defaults' 1 KiB
+    rules = {(f["rule"], f["target"]) for f in report["findings"]}
+    assert rules == {("forbidden-path", "liba"), ("closure-budget", "app")}
