@@ -174,6 +174,7 @@ def test_figures_match_nix_path_info(sets, where):
     assert got["unbuilt"]["status"] == "unknown" and not got["unbuilt"]["passed"]
     assert ("not built" in got["unbuilt"]["reason"]) if where == "local" else \
         ("no narinfo" in got["unbuilt"]["reason"])
+    assert got["unbuilt"]["reason"].endswith("(nix-eval-jobs: notBuilt)")
     assert got["broken"]["status"] == "unknown" and "failed to evaluate" in got["broken"]["reason"]
     assert report["summary"]["judged"] == len(BUILT) and report["summary"]["unknown"] == 2
     # Regressions and failures first.

@@ -109,7 +109,10 @@ def run(options: Options, progress=nullcontext) -> Result:
             results[i] = JobResult(j, JUDGED, figures=figures[j.attr], kept=j.attr in kept_attrs)
             add_findings(results[i], budget_for(budgets, j.attr), findings)
         else:
-            results[i] = JobResult(j, UNKNOWN, reason=reasons.get(j.attr, "not read"))
+            reason = reasons.get(j.attr, "not read")
+            if j.cache_status is not None:  # what the evaluation said: `cached` in the local store means --store
+                reason += f" (nix-eval-jobs: {j.cache_status})"
+            results[i] = JobResult(j, UNKNOWN, reason=reason)
     if options.baseline is not None:
         results = compare(results, options.baseline, options.growth, findings)
     sorted_findings = findings.sorted()
