@@ -118,8 +118,10 @@ def _from_line(n: int, line: str) -> Job:
         job.cache_status = "cached" if value["isCached"] else "notBuilt"
     error = value.get("error")
     if error is not None:
-        first = str(error).strip().splitlines()
-        job.problem = "failed to evaluate: " + (first[-1].strip() if first else "(no message)")
+        # Nix's messages end with the line that says what went wrong; its `error:` prefix is said here.
+        last = str(error).strip().splitlines()
+        job.problem = "failed to evaluate: " + (last[-1].strip().removeprefix("error:").strip() if last
+                                                else "(no message)")
         return job
     outputs = value.get("outputs")
     if not isinstance(outputs, dict) or not outputs:
