@@ -15,6 +15,18 @@
       # nixpkgs with the overlay and CUDA on. Unfree software is allowed only
       # when its licenses are NVIDIA's CUDA licenses: a predicate, never
       # allowUnfree = true.
+      # A nested set of derivations as one level: "PREFIX.a.b" = set.a.b.
+      flatChecks =
+        prefix: set:
+        builtins.foldl' (
+          acc: name:
+          let
+            v = set.${name};
+            key = "${prefix}.${name}";
+          in
+          acc // (if (v.type or null) == "derivation" then { ${key} = v; } else flatChecks key v)
+        ) { } (builtins.attrNames set);
+
       pkgsFor =
         system:
         import nixpkgs {
@@ -78,14 +90,21 @@
           # PyTorch's own GPU code: exactly the requested capabilities.
           torch-archs = pkgs.python3Packages.torch.tests.archs;
         }
+        # The CUDA set's checks (docs/nix/checks.md), flat as `nix flake
+        # check` wants them: cuda-checks.<attribute path>, and the index.
+        // flatChecks "cuda-checks" pkgs.cudaClosureChecks
       );
 
-      # Hydra (ci/hydra): the checks, PyTorch itself, and its GPU check, which
-      # only builders with the "cuda" system feature take.
+      # Hydra (ci/hydra): the checks, PyTorch itself, its GPU check, which
+      # only builders with the "cuda" system feature take, and the CUDA set's
+      # checks.
       hydraJobs = {
         inherit (self) checks;
         torch = forAllSystems (system: self.legacyPackages.${system}.python3Packages.torch);
         torch-gpu = forAllSystems (system: self.legacyPackages.${system}.python3Packages.torch.gpuCheck);
+        # The CUDA set's checks, by attribute path, and their index: the
+        # jobset `cuda-checks` of ci/hydra evaluates only these.
+        cuda-checks = forAllSystems (system: self.legacyPackages.${system}.cudaClosureChecks);
       };
 
       formatter = forAllSystems (system: nixpkgs.legacyPackages.${system}.nixfmt-tree);

@@ -31,7 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
-from common import closure_audit_command, measure, verdict
+from common import checked, closure_audit_command, measure
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests/support"))
@@ -163,14 +163,16 @@ def main() -> int:
             (f"reading the graph: {parse_s:.2f} s against nix derivation show's {show.seconds:.2f} s (target: less)",
              parse_s < show.seconds),
         ]
-        print()
-        for text, ok in checks:
-            print(f"{verdict(ok)}  {text}")
-        return 0 if all(ok for _, ok in checks) else 1
+        return checked(checks)
     finally:
-        if made:
-            subprocess.run(["nix-store", "--delete", *dict.fromkeys(made)], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        forget(made, tmp)
+
+
+def forget(made: list[str], tmp: Path) -> None:
+    """Delete the store paths and the folder the run made."""
+    if made:
+        subprocess.run(["nix-store", "--delete", *dict.fromkeys(made)], capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

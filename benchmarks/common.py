@@ -206,6 +206,11 @@ def report(timings: list[Timing], checks: list[tuple[str, bool]], width: int = 3
     print(f"{'command':{width}} {'median s':>9} {'peak MB':>8}")
     for t in timings:
         print(f"{t.label:{width}} {t.seconds:9.3f} {t.peak_mb:8.1f}")
+    return checked(checks)
+
+
+def checked(checks: list[tuple[str, bool]]) -> int:
+    """Print each target's verdict; the exit status: 1 when a target is missed."""
     print()
     for text, ok in checks:
         print(f"{verdict(ok)}  {text}")

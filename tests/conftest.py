@@ -81,6 +81,11 @@ def _fhs_host() -> bool:
 FHS_HOST = _fhs_host()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-snapshots", action="store_true",
+                     help="rewrite the output snapshots in tests/snapshots/ that differ (support/snapshots.py)")
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a host with FHS system libraries (not a Nix build sandbox)")
     for item in items:

@@ -7,6 +7,8 @@ let
   scopeFlags = import ./scope-flags.nix { inherit capabilities; };
   # The CUDA package sets this project makes: listed once, in pkgs/cuda/releases.json.
   releasesData = builtins.fromJSON (builtins.readFile ../../pkgs/cuda/releases.json);
+  # NVIDIA's CUDA libraries: the one table closure-audit reads too.
+  librariesData = builtins.fromJSON (builtins.readFile ../data/cuda-libraries.json);
 in
 {
   inherit (capabilities) table parse supportedBy supportedCapabilities;
@@ -18,4 +20,9 @@ in
   cudaVersions = builtins.attrNames releasesData.sets;
   # The set PyTorch is built with.
   torchCudaVersion = releasesData.torch;
+  # [ { file; family; redist; wheel; release_numbered; optional; } ]: a row a
+  # library file (lib/data/cuda-libraries.json).
+  libraries = librariesData.libraries;
+  # family -> the cudaPackages attribute (redistributable) that ships it.
+  redistOf = builtins.listToAttrs (map (l: { name = l.family; value = l.redist; }) librariesData.libraries);
 }

@@ -19,8 +19,8 @@
 # - every library PyTorch loads at run time, dlopen'd ones included, is in
 #   its runpath, and the driver's directory too (autoAddOpenGLRunpathHook);
 # - the runtime outputs' closure is checked against ci/closure-budgets.toml
-#   (passthru.tests.closure): the forbidden names and the reasoned exceptions
-#   live there only.
+#   (passthru.tests.closure, a closureAuditCheck): the forbidden names and the
+#   reasoned exceptions live there only; passthru.tests.archs adds its GPU code.
 #
 # Every other argument (cudaSupport, rocmSupport, _tritonEffective, ...) goes
 # to nixpkgs' torch, so nixpkgs' torchWithCuda and torchWithoutCuda
@@ -36,7 +36,7 @@
   triton-cuda,
   autoAddOpenGLRunpathHook,
   closure-audit,
-  closureInfo,
+  closureAuditCheck,
   runCommand,
   python,
   cudaSupport ? config.cudaSupport,
@@ -51,6 +51,12 @@ let
   cudaVersion = cudaPackages.cudaMajorMinorVersion;
   budgets = ../../ci/closure-budgets.toml;
   closurePolicy = (builtins.fromTOML (builtins.readFile budgets)).targets.torch;
+  # The budgets file's target, less where CI finds the closure.
+  checkPolicy = builtins.removeAttrs closurePolicy [ "installable" ];
+  runtimeOutputs = [
+    "out"
+    "lib"
+  ];
 
   table = builtins.removeAttrs (builtins.fromJSON (builtins.readFile ./capabilities.json)) [ "_comment" ];
   releases = builtins.attrNames table;
@@ -90,19 +96,21 @@ let
   # Loaded with dlopen by PyTorch or by the libraries it links (NVRTC loads
   # its builtins, cuDNN its engines): none of them is a DT_NEEDED entry that
   # autoPatchelf would see.
+  # The libraries by family; the redistributable of each is the table's
+  # (lib/data/cuda-libraries.json).
   dlopened = builtins.filter (p: p != null) (
-    map (n: cudaPackages.${n} or null) [
-      "cuda_nvrtc"
-      "libnvjitlink"
+    map (family: cudaPackages.${nixcuda.lib.cuda.redistOf.${family}} or null) [
+      "nvrtc"
+      "nvjitlink"
       "cudnn"
-      "libcublas"
-      "libcufft"
-      "libcurand"
-      "libcusolver"
-      "libcusparse"
-      "libcufile"
-      "cuda_cupti"
-      "cuda_nvtx"
+      "cublas"
+      "cufft"
+      "curand"
+      "cusolver"
+      "cusparse"
+      "cufile"
+      "cupti"
+      "nvtx"
     ]
   );
 
@@ -167,37 +175,25 @@ let
       cudaCapabilities = capabilities;
       droppedCudaCapabilities = dropped;
       tests = (old.passthru.tests or { }) // {
-        # closure-audit's gate on the closure of the runtime outputs (out and
-        # lib; dev and cxxdev hold the compiler by design), with the forbidden
-        # names and exceptions of ci/closure-budgets.toml.
-        closure = runCommand "torch-closure-gate" {
-          nativeBuildInputs = [ closure-audit ];
-          closure = closureInfo {
-            rootPaths = [
-              overridden.out
-              overridden.lib
-            ];
-          };
-          inherit budgets;
-        } ''
-          mkdir -p $out
-          closure-audit gate --budgets $budgets --path-info torch=$closure/registration \
-            --markdown $out/summary.md --json > $out/report.json
-        '';
-        # The GPU code PyTorch's own libraries carry: built for exactly the
-        # requested capabilities, nothing missing, no -arch=native fallback.
-        archs = runCommand "torch-gpu-archs" {
-          nativeBuildInputs = [ closure-audit ];
-          torch = overridden;
-          capabilities = builtins.concatStringsSep "," archFlags.capabilities;
-          forwardCompat = if archFlags.forwardCompat then "--forward-compat" else "--no-forward-compat";
-        } ''
-          mkdir -p $out
-          status=0
-          closure-audit archs $torch --capabilities $capabilities $forwardCompat --json > $out/report.json || status=$?
-          closure-audit archs $torch --capabilities $capabilities $forwardCompat | tee $out/report.txt || true
-          exit $status
-        '';
+        # closureAuditCheck (docs/nix/checks.md) of the runtime outputs (out
+        # and lib; dev and cxxdev hold the compiler by design), with the
+        # forbidden names, exceptions and budget of ci/closure-budgets.toml.
+        closure = closureAuditCheck {
+          package = overridden;
+          outputs = runtimeOutputs;
+          policy = checkPolicy;
+          capabilities = null;
+        };
+        # The same, with the GPU code PyTorch's own libraries carry: built for
+        # exactly the requested capabilities, nothing missing, no
+        # -arch=native fallback.
+        archs = closureAuditCheck {
+          package = overridden;
+          outputs = runtimeOutputs;
+          policy = checkPolicy;
+          inherit (archFlags) capabilities forwardCompat;
+          name = "${overridden.name}-gpu-archs";
+        };
       };
       # Runs on a machine with a GPU: a builder with the "cuda" system feature.
       gpuCheck = runCommand "torch-gpu-check" {

@@ -238,7 +238,7 @@ def test_kernels_are_the_global_functions_and_no_other(fatbins):
     a __device__ function that -rdc keeps as a function symbol is none."""
     from elftools.elf.elffile import ELFFile
     import io
-    from closure_audit.elf.fatbin import kernels as entry_kernels, payload
+    from closure_audit.elf.payloads import kernels as entry_kernels, payload
 
     found = {}
     for name in ("rdc.so", "nokernel-rdc.so", "multi.so"):

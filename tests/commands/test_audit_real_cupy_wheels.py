@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 from conftest import run_cli
-from closure_audit.loader.model import default_host_dirs
+from closure_audit.loader.environment import default_host_dirs
 
 TREE = os.environ.get("NIXCUDA_WHEELS")
 HOST = os.environ.get("NIXCUDA_HOST_CUDA")

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import elfgen
 from conftest import CROSS, assert_matches_pyelftools, have, pyelftools_facts
 from parts import needs
-from closure_audit.elf.reader import DF_1_NODEFLIB, InvalidElf, read_elf
+from closure_audit.elf.reader import InvalidElf, read_elf
+from closure_audit.elf.records import DF_1_NODEFLIB
 
 
 def test_gcc_objects_of_every_kind(build):

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from closure_audit.gate.budgets import load_budgets  # noqa: E402
 from closure_audit.closure.graph import load_dump  # noqa: E402
-from closure_audit.elf import fatbin  # noqa: E402
+from closure_audit.elf import fatbin, payloads  # noqa: E402
 from closure_audit.elf.reader import InvalidElf, cubin_kernels, parse_elf, parse_sections  # noqa: E402
 from closure_audit.elf.strings import NOTE_OWNER, NOTE_TYPE, notes_in  # noqa: E402
 from closure_audit.elf.walk import Walker  # noqa: E402
@@ -85,7 +85,7 @@ def fat_binary(data: bytes) -> None:
         found = fatbin.FileCode()
         fatbin._read_section(reader, 0, len(data), ".nv_fatbin", found)
         for e in found.entries:  # payloads: decompressed, then a cubin's or PTX's kernels
-            fatbin.kernels(fd, e)
+            payloads.kernels(fd, e)
         hits = [i for i in range(len(data)) if data.startswith(fatbin.MAGIC_BYTES, i)]
         fatbin._read_hits(reader, len(data), hits, [], [], fatbin.FileCode())
 

@@ -50,6 +50,16 @@ def test_within_budget_passes():
     assert (r.closure_size, found, r.passed(found)) == (1500, [], True)
 
 
+def test_path_count_is_of_the_roots_closure():
+    """gate's JSON `paths`: what the roots reach, not what the dump holds."""
+    (r,), _ = run(budget(), closure(True))
+    assert r.paths == 4
+    entries = {TORCH: {"narSize": 1, "references": [PY]}, PY: {"narSize": 1, "references": []},
+               MAGMA: {"narSize": 1, "references": [CUDART]}, CUDART: {"narSize": 1, "references": []}}
+    (r,), _ = run(budget(), Closure(build_graph(parse_path_info(entries, S, "test")), [TORCH], "test", S))
+    assert (r.paths, r.closure_size) == (2, 2)
+
+
 def test_over_the_closure_budget():
     (r,), found = run(budget(**{"max-closure-size": 1400}), closure(False))
     assert [(f.rule, f.file, f.fields["closure_size"], f.fields["limit"]) for f in found] == \

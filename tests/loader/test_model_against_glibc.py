@@ -16,13 +16,14 @@ import pytest
 from conftest import have
 from closure_audit.loader import model as ld
 from closure_audit.elf.reader import read_elf
-from closure_audit.loader.model import Environment, Loader
+from closure_audit.loader.environment import Environment, default_host_dirs, host_lib_token
+from closure_audit.loader.model import Loader
 
 pytestmark = pytest.mark.fhs
 
 
 def tree_env(root, **kw) -> Environment:
-    return Environment(mode="tree", tree_roots=(os.path.realpath(root),), host_dirs=ld.default_host_dirs(), **kw)
+    return Environment(mode="tree", tree_roots=(os.path.realpath(root),), host_dirs=default_host_dirs(), **kw)
 
 
 def model(exe, env) -> dict[str, tuple[str, str | None]]:
@@ -218,7 +219,7 @@ def test_origin_is_a_token_only_before_a_slash_or_the_end(build):
 
 
 def test_lib_token_matches_this_host(build):
-    token = ld.host_lib_token(read_elf("/bin/sh"))
+    token = host_lib_token(read_elf("/bin/sh"))
     a = build.lib(f"pfx/{token}/libA.so")
     exe = build.exe("pfx/prog", links=[a], runpath=["$ORIGIN/$LIB"])
     m = agree(exe, tree_env(build.root), ["libA.so"])

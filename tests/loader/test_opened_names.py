@@ -17,7 +17,8 @@ from closure_audit.elf.strings import NoteEntry, names_in, read_names
 from closure_audit.findings.policy import Policy
 from closure_audit.loader import dlopen
 from closure_audit.loader import model as ld
-from closure_audit.loader.model import Environment, Loader
+from closure_audit.loader.environment import Environment, default_host_dirs
+from closure_audit.loader.model import Loader
 
 pytestmark = pytest.mark.fhs
 
@@ -104,7 +105,7 @@ def real_dlopen(exe) -> int:
 
 
 def model_dlopen(exe, opener_path) -> list[str]:
-    env = Environment(mode="tree", tree_roots=(str(exe.parent.parent),), host_dirs=ld.default_host_dirs())
+    env = Environment(mode="tree", tree_roots=(str(exe.parent.parent),), host_dirs=default_host_dirs())
     loader = Loader(env)
     real = os.path.realpath(exe)
     chain = loader.chain(real, read_elf(real))

@@ -95,3 +95,12 @@ def test_unfree_predicate_admits_only_nvidia_cuda_licenses():
       ]
     """
     assert json.loads(nix_eval(expr).stdout) == [True, True, False, False, True, True]
+
+
+def test_the_cuda_library_table_is_the_one_python_reads():
+    from closure_audit.cuda.libraries import LIBRARIES
+
+    rows = json.loads(nix_eval("(import ./lib).cuda.libraries").stdout)
+    assert rows == [lib._asdict() for lib in LIBRARIES]
+    redist = json.loads(nix_eval("(import ./lib).cuda.redistOf").stdout)
+    assert redist == {lib.family: lib.redist for lib in LIBRARIES}

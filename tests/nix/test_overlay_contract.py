@@ -315,7 +315,10 @@ def test_flake_outputs(system):
     assert f["predicate"] == [True, False]
     assert f["package"].startswith("closure-audit-") and {"closure-audit", "default"} <= set(f["packages"])
     assert f["app"]["type"] == "app" and f["app"]["program"].endswith("-closure-audit-0.1.0/bin/closure-audit")
-    assert f["checks"] == ["closure-audit", "lib", "torch-archs", "torch-closure"]
+    # The CUDA set's checks are tests/nix/test_cuda_checks_contract.py's.
+    assert [c for c in f["checks"] if not c.startswith("cuda-checks.")] == [
+        "closure-audit", "lib", "torch-archs", "torch-closure"]
+    assert "cuda-checks.index" in f["checks"]
     assert f["libCheck"] == {"failures": [], "kind": "runCommand"}
     assert f["formatter"] == "nixfmt-tree"
     assert f["shell"]["inputsFrom"][0].startswith("closure-audit") and "nix" in f["shell"]["packages"]
@@ -377,7 +380,12 @@ def test_nix_evaluates_the_flake_on_the_stub(tmp_path):
     system = {"x86_64": "x86_64-linux", "aarch64": "aarch64-linux"}[os.uname().machine]
     assert shown["packages"][system]["default"]["name"].startswith("closure-audit-")
     assert shown["apps"][system]["closure-audit"]["type"] == "app"
-    assert set(shown["checks"][system]) == {"closure-audit", "lib", "torch-archs", "torch-closure"}
+    checks = set(shown["checks"][system])
+    assert {c for c in checks if not c.startswith("cuda-checks.")} == {"closure-audit", "lib", "torch-archs",
+                                                                        "torch-closure"}
+    # Nix takes every CUDA check as a derivation, the index among them.
+    assert "cuda-checks.index" in checks and len(checks) > 100
+    assert {shown["checks"][system][c]["type"] for c in checks} == {"derivation"}
     assert shown["formatter"][system]["name"] == "nixfmt-tree"
     assert shown["devShells"][system]["default"]["type"] == "derivation"
     assert {o["type"] for o in shown["overlays"].values()} == {"nixpkgs-overlay"}

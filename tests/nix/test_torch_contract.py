@@ -5,16 +5,11 @@ and how that is said, the aliases, the architecture list, runpaths and checks.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sysconfig
 
 import pytest
 
 from conftest import ROOT
 from contract_eval import FLAKE, cuda, error_line, needs_nix_instantiate, nix_eval, pkgs
-from cudagen import Nvcc, find_nvcc, gencode
-from parts import needs
 
 pytestmark = needs_nix_instantiate
 
@@ -39,11 +34,12 @@ def _torch(config: str, system: str = "x86_64-linux", override: str = "", extra:
         cudaSupport = t.stubArgs.passthru.cudaSupport;
         policy = t.closurePolicy;
         gpu = {{ inherit (t.gpuCheck.stubArgs) requiredSystemFeatures buildCommand; inputs = names t.gpuCheck.stubArgs.nativeBuildInputs; }};
-        archs = {{ inherit (t.tests.archs.stubArgs) buildCommand capabilities forwardCompat;
-                  torch = t.tests.archs.stubArgs.torch.name; inputs = names t.tests.archs.stubArgs.nativeBuildInputs; }};
-        closure = {{ inherit (t.tests.closure.stubArgs) buildCommand; budgets = toString t.tests.closure.stubArgs.budgets;
+        archs = {{ inherit (t.tests.archs.stubArgs) buildCommand capabilities forwardCompat budgets;
+                  torch = t.tests.archs.package.name; inputs = names t.tests.archs.stubArgs.nativeBuildInputs;
+                  roots = map (r: r.outputName) t.tests.archs.stubArgs.closure.stubArgs.exportReferencesGraph.closure; }};
+        closure = {{ inherit (t.tests.closure.stubArgs) buildCommand budgets capabilities;
                     inputs = names t.tests.closure.stubArgs.nativeBuildInputs;
-                    roots = map (r: r.outputName) t.tests.closure.stubArgs.closure.stubArgs.rootPaths; }};
+                    roots = map (r: r.outputName) t.tests.closure.stubArgs.closure.stubArgs.exportReferencesGraph.closure; }};
         patch = t.cppExtensionPatch;
       }}
     """)
@@ -128,7 +124,8 @@ def test_torch_arch_list(config, arch, caps):
     assert t["cudaArchList"] == arch and t["cudaCapabilities"] == caps
     # The build-time GPU code check asks for the same capabilities.
     assert t["archs"]["capabilities"] == ",".join(caps) and t["archs"]["torch"] == t["name"]
-    assert t["archs"]["forwardCompat"] == ("--forward-compat" if "PTX" in arch else "--no-forward-compat")
+    assert t["archs"]["forwardCompat"] == ("yes" if "PTX" in arch else "no")
+    assert t["archs"]["roots"] == ["out", "lib"] and t["archs"]["budgets"] == t["closure"]["budgets"]
     # The overlay's export comes last in preConfigure, so it is the one in effect.
     assert t["preConfigure"].rstrip().splitlines()[-1] == f'export TORCH_CUDA_ARCH_LIST="{arch}"'
 
@@ -174,12 +171,16 @@ def test_output_checks_cover_the_runtime_outputs_from_the_budgets_file():
     t = _torch(CUDA)
     # No Nix-level check on every output: dev and cxxdev hold the compiler by design.
     assert t["checks"] == []
-    assert t["closure"]["roots"] == ["out", "lib"]
-    budgets = ROOT / "ci/closure-budgets.toml"
-    assert t["closure"]["budgets"] == str(budgets)
+    assert t["closure"]["roots"] == ["out", "lib"] and t["closure"]["capabilities"] == ""
     import tomllib
 
-    assert t["policy"] == tomllib.loads(budgets.read_text())["targets"]["torch"]
+    budgets = tomllib.loads((ROOT / "ci/closure-budgets.toml").read_text())
+    assert t["policy"] == budgets["targets"]["torch"]
+    # The check's budgets: the file's defaults, and its torch target less
+    # where CI finds the closure.
+    written = tomllib.loads(t["closure"]["budgets"])
+    torch = {k: v for k, v in budgets["targets"]["torch"].items() if k != "installable"}
+    assert written == {"schema": "closure-audit-budgets/1", "defaults": budgets["defaults"], "targets": {"closure": torch}}
 
 
 def test_the_exceptions_are_documented_with_their_reasons():
@@ -209,7 +210,7 @@ def test_torch_cpp_extension_patch_and_checks():
     assert t["gpu"]["requiredSystemFeatures"] == ["cuda"] and "gpu-check.py" in t["gpu"]["buildCommand"]
     assert t["gpu"]["inputs"] == ["python3-env"]
     c = t["closure"]
-    assert "closure-audit gate --budgets $budgets --path-info torch=$closure/registration" in c["buildCommand"]
+    assert '--registration "$closure/registration"' in c["buildCommand"]
     assert c["inputs"][0].startswith("closure-audit")
 
 
@@ -239,7 +240,9 @@ def test_hydra_jobs_match_the_workflow():
       torch = f.hydraJobs.torch.x86_64-linux.name;
       gpu = f.hydraJobs.torch-gpu.aarch64-linux.stubArgs.requiredSystemFeatures;
     }}""")
-    assert jobs == {"names": ["checks", "torch", "torch-gpu"], "checks": ["closure-audit", "lib", "torch-archs", "torch-closure"],
+    jobs["checks"] = [n for n in jobs["checks"] if not n.startswith("cuda-checks.")]
+    assert jobs == {"names": ["checks", "cuda-checks", "torch", "torch-gpu"],
+                    "checks": ["closure-audit", "lib", "torch-archs", "torch-closure"],
                     "torch": "python3.13-torch-2.9.1", "gpu": ["cuda"]}
     spec = json.loads((ROOT / "ci/hydra/spec.json").read_text())
     assert spec["nixexprpath"] == "ci/hydra/jobsets.nix" and spec["nixexprinput"] in spec["inputs"]
@@ -249,26 +252,3 @@ def test_hydra_jobs_match_the_workflow():
                  "nix eval --raw .#python3Packages.torch.outPath", "--store \"https://", "--trusted-public-keys",
                  "tests/nix/test_nixpkgs_pin.py", "NIXPKGS="):
         assert step in workflow, step
-
-
-@needs("nvcc (ci/setup installs NVIDIA's compiler wheels)", find_nvcc() is not None)
-@pytest.mark.parametrize("capabilities, forward, status", [
-    ("8.6,9.0", "--forward-compat", 0),
-    ("8.6", "--no-forward-compat", 0),  # sm_90 and compute_90 are unused: warnings
-    ("8.0,8.6", "--no-forward-compat", 1),  # nothing runs on 8.0
-])
-def test_torch_archs_check_runs_its_script(tmp_path, capabilities, forward, status):
-    """The archs check's build script, run for real on real GPU code as the
-    builder would run it: the report is kept, the exit status is archs'."""
-    t = _torch(CUDA)
-    (tmp_path / "torch" / "lib").mkdir(parents=True)
-    Nvcc(find_nvcc(), tmp_path).build("torch/lib/libtorch_cuda.so", gencode("86:sm_86", "90:[sm_90,compute_90]"))
-    out = tmp_path / "out"
-    env = {**os.environ, "out": str(out), "torch": str(tmp_path / "torch"), "capabilities": capabilities,
-           "forwardCompat": forward, "PATH": f"{sysconfig.get_path('scripts')}{os.pathsep}{os.environ['PATH']}"}
-    p = subprocess.run(["bash", "-euo", "pipefail", "-c", t["archs"]["buildCommand"]], env=env,
-                       capture_output=True, text=True)
-    assert p.returncode == status, p.stderr
-    report = json.loads((out / "report.json").read_text())
-    assert report["request"]["capabilities"] == capabilities.split(",")
-    assert "libtorch_cuda.so" in (out / "report.txt").read_text()

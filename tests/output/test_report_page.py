@@ -17,7 +17,8 @@ from hypothesis import given, settings, strategies as st
 from closure_audit.closure.graph import Closure, build_graph
 from closure_audit.closure.sizes import added_sizes, dominator_tree
 from closure_audit.closure.evidence import Hit
-from closure_audit.cuda.redist import LIBRARY_PACKAGES, REDIST_NAMES, install_hint, is_cuda_redist, library_package
+from closure_audit.cuda.libraries import LIBRARIES, install_hint, library_package
+from closure_audit.cuda.redist import REDIST_NAMES, is_cuda_redist
 from closure_audit.errors import UsageError
 from closure_audit.findings.rules import Finding
 from closure_audit.output import html
@@ -94,10 +95,10 @@ def test_what_ships_each_cuda_library():
     assert library_package("libfoo.so.1") is None and "wheel or redistributable" in install_hint("libfoo.so.1")
     assert install_hint("libcublas.so.13") == ("the nvidia-cublas wheel (nvidia-cublas-cu12 for CUDA 12) or the "
                                                "libcublas redistributable")
-    for _patterns, redist, wheel in LIBRARY_PACKAGES:
-        assert redist in REDIST_NAMES, redist
-        dist = wheel.removesuffix("-cuXX").replace("-", "_")
-        assert WHEEL_TO_REDIST.get(dist, redist) == redist, wheel
+    for lib in LIBRARIES:
+        assert lib.redist in REDIST_NAMES, lib.redist
+        dist = lib.wheel.removesuffix("-cuXX").replace("-", "_")
+        assert WHEEL_TO_REDIST.get(dist, lib.redist) == lib.redist, lib.wheel
 
 
 @pytest.mark.skipif(not (ROOT / "pkgs").is_dir(), reason="a source tree without pkgs/ (the Nix package's check)")

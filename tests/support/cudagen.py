@@ -23,15 +23,26 @@ KERNEL2 = "__global__ void k2(float *x) { x[threadIdx.x] += 1.0f; }\nvoid launch
 NO_KERNEL = "__device__ float twice(float x) { return 2.0f * x; }\nint host_only(int a) { return a + 1; }\n"
 
 
-def find_nvcc() -> str | None:
-    if os.environ.get("NIXCUDA_NVCC"):
-        return os.environ["NIXCUDA_NVCC"]
-    found = shutil.which("nvcc")
+def find_tool(name: str, variable: str) -> str | None:
+    """One of NVIDIA's tools: $VARIABLE, else the one on PATH, else the one
+    ci/setup installs into .venv from NVIDIA's wheels (nvidia/cu13/bin)."""
+    if os.environ.get(variable):
+        return os.environ[variable]
+    found = shutil.which(name)
     if found:
         return found
     wheel = Path(sysconfig.get_paths(vars={"base": sys.prefix, "platbase": sys.prefix})["purelib"],
-                 "nvidia", "cu13", "bin", "nvcc")
+                 "nvidia", "cu13", "bin", name)
     return str(wheel) if wheel.exists() else None
+
+
+def find_nvcc() -> str | None:
+    return find_tool("nvcc", "NIXCUDA_NVCC")
+
+
+def find_cuobjdump() -> str | None:
+    """cuobjdump, the judge of what a fat binary holds (the nvidia-cuda-cuobjdump wheel)."""
+    return find_tool("cuobjdump", "NIXCUDA_CUOBJDUMP")
 
 
 def gencode(*pairs: str) -> list[str]:

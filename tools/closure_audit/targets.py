@@ -9,7 +9,8 @@ import os
 import re
 from collections import namedtuple
 
-from .errors import ClosureError, DerivationError, TargetError
+from .errors import DerivationError, TargetError
+from .nix.installables import derivation_of, deriver_of, output_path
 from .nix.storepath import store_dir, top_store_path
 from .util import is_wheel
 
@@ -77,27 +78,8 @@ def resolve_target(target: str, build: bool = False, *, installables: bool = Tru
         raise TargetError(f"path '{target}' is not in the store")
     if not installables or not is_installable(target):
         raise nowhere(target)
-    path = _installable(target, build)
+    path = output_path(target, build)
     return Target(target, path, path, STORE)
-
-
-def _installable(target: str, build: bool) -> str:
-    from .nix.command import nix  # subprocess and shutil: only for installables, start-up stays lean
-
-    if build:
-        nix("build", "--no-link", target, what=f"building {target}")
-    try:
-        out = nix("path-info", target, what=target)
-    except ClosureError as exc:
-        # Nix evaluated the installable and found its output missing: the one
-        # failure that building mends (not a missing flake, attribute or file).
-        if not build and re.search(r"path '[^']*' is not valid$", str(exc)):
-            raise ClosureError(f"{exc} (not built? pass --build)") from None
-        raise
-    paths = out.split()
-    if not paths:
-        raise ClosureError(f"{target}: nix returned no store path")
-    return paths[0]
 
 
 def resolve_derivation(target: str) -> Target:
@@ -112,27 +94,11 @@ def resolve_derivation(target: str) -> Target:
         if top_store_path(path, store) != path:
             raise DerivationError(f"{target} is not a derivation (give a .drv store path or an installable)")
         if not path.endswith(".drv"):
-            path = _deriver(target, path)
+            path = deriver_of(target, path)
         if not os.path.isfile(path):
             raise DerivationError(f"{target}: no such derivation in the local store")
         return Target(target, path, path, DERIVATION)
     if not is_installable(target):
         raise nowhere(target)
-    from .nix.command import nix  # subprocess and shutil: only for installables, start-up stays lean
-
-    out = nix("path-info", "--derivation", target, what=f"instantiating {target}").split()
-    if len(out) != 1 or not out[0].endswith(".drv"):
-        raise DerivationError(f"{target} is not a derivation (nix path-info --derivation gives "
-                              f"{' '.join(out) or 'nothing'})")
-    return Target(target, out[0], out[0], DERIVATION)
-
-
-def _deriver(target: str, path: str) -> str:
-    from .nix.command import find, run
-
-    tool = find("nix-store", error=DerivationError, why="to find the derivation of an output path")
-    drv = run([tool, "--query", "--deriver", path], f"{target}", DerivationError).strip()
-    if not drv.endswith(".drv") or not os.path.isfile(drv):
-        raise DerivationError(f"{target} is not a derivation, nor the output of one known here (give a .drv "
-                              f"store path or an installable)")
-    return drv
+    path = derivation_of(target)
+    return Target(target, path, path, DERIVATION)

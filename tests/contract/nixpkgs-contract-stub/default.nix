@@ -7,7 +7,8 @@
 # pinned in flake.lock (the nixpkgs files each part follows are named where it
 # is defined). Functions that make derivations return records and never build
 # anything: a record has the derivation-like attributes (name, outputs,
-# drvPath, outPath, passthru, meta, override, overrideAttrs) and `stubKind`
+# drvPath, outPath, passthru, meta, override, overrideAttrs), the arguments
+# that reach the builder (buildInputs, ...), as a derivation has them, and `stubKind`
 # and `stubArgs`, the arguments it was given, which the contract tests
 # inspect. As in nixpkgs:
 #
@@ -86,7 +87,11 @@ let
       drvPath = checked "/nix/store/${stubHash "${kind}:${system}:${name}:${builtins.toJSON (drvInputs args)}"}-${name}.drv";
       outPathOf =
         o: "${builtins.substring 0 (builtins.stringLength drvPath - 4) drvPath}${if o == "out" then "" else "-${o}"}";
-      base = {
+      # pkgs/stdenv/generic/make-derivation.nix: the derivation's attributes
+      # (buildInputs, ...) are attributes of the result, as builtins.derivation
+      # returns its arguments (values unforced: reading `name` of a package
+      # whose src throws still works).
+      base = builtins.removeAttrs args [ "passthru" "meta" ] // {
         type = "derivation";
         inherit
           name
@@ -175,6 +180,9 @@ let
     runCommand =
       name: env: buildCommand:
       record "runCommand" (env // { inherit name buildCommand; }) { };
+    # pkgs/build-support/trivial-builders/default.nix: writeText NAME TEXT,
+    # a writeTextFile of one file.
+    writeText = name: text: record "writeText" { inherit name text; } { };
     symlinkJoin = args: record "symlinkJoin" (args // { name = args.name or "${args.pname}-${args.version}"; }) { };
     # pkgs/build-support/mkshell/default.nix: a derivation named nix-shell
     # unless named; its inputs are `packages` and those of each of `inputsFrom`,
@@ -231,13 +239,29 @@ let
     cudaPackages_13_0 = cudaScope self "13.0" "13.0.2";
     cudaPackages = self."cudaPackages_${builtins.replaceStrings [ "." ] [ "_" ] defaultCudaVersion}";
     cudatoolkit = self.cudaPackages.cudatoolkit;
-    # nixpkgs' closureInfo: a directory with registration and store-paths.
+    # pkgs/build-support/closure-info.nix: a derivation with structured
+    # attributes whose exportReferencesGraph.closure is the roots; its
+    # builder writes total-nar-size, registration (for nix-store --load-db)
+    # and store-paths from the graph Nix exports, with jq.
     closureInfo =
       { rootPaths }:
       record "closureInfo" {
         name = "closure-info";
-        inherit rootPaths;
+        __structuredAttrs = true;
+        exportReferencesGraph.closure = rootPaths;
+        preferLocalBuild = true;
+        nativeBuildInputs = [
+          self.coreutils
+          self.jq
+        ];
+        empty = rootPaths == [ ];
+        buildCommand = "write total-nar-size, registration and store-paths from .closure of $NIX_ATTRS_JSON_FILE";
       } { };
+    coreutils = tool "coreutils";
+    jq = tool "jq";
+    # pkgs/top-level/all-packages.nix: python3 is the interpreter whose
+    # package set python3Packages is.
+    python3 = self.python3Packages.python;
   };
   cudaScope =
     pkgs: version: release:

@@ -26,7 +26,6 @@ from . import HTTP_CONNECTIONS
 from ..errors import ClosureError
 from ..nix.storepath import hash_part, is_store_basename
 from .kept import KeptNarinfos
-from .nar import NarError
 from .narinfo import NarInfo, NarInfoError, parse_narinfo
 from .signatures import check as check_signature
 from .transport import FetchError, NotFound, Transport
@@ -171,20 +170,6 @@ class BinaryCache:
         on the event loop would hold back every request in flight."""
         return nullcontext() if self.kept is None else self.kept.writing_behind()
 
-    @contextmanager
-    def nar_faults(self, path: str, info: NarInfo):
-        """Around a read of the NAR of `path`: each fault of the cache or the
-        archive becomes a one-line ClosureError naming the path."""
-        where = f"{self.url}/{info.url}"
-        try:
-            yield
-        except NotFound:
-            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
-        except FetchError as exc:
-            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
-        except NarError as exc:
-            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
-
     # -- closures ------------------------------------------------------------------------
 
     def check_target(self, target: str) -> str:
@@ -263,6 +248,21 @@ class BinaryCache:
         entries = {p: {"nar_size": i.nar_size, "references": list(i.references)} for p, i in infos.items()}
         roots = list(dict.fromkeys(self.check_target(r) for r in roots))
         return Closure(build_graph(entries), roots, self.url, self.info(roots[0]).store_dir)
+
+    @contextmanager
+    def nar_faults(self, path: str, info: NarInfo):
+        """Reading the NAR of `path`: every fault as a one-line ClosureError naming it."""
+        from .nar import NarError  # lzma and bz2 with it: only where a NAR is read
+
+        where = f"{self.url}/{info.url}"
+        try:
+            yield
+        except NotFound:
+            raise ClosureError(f"{path}: the binary cache has no NAR {where}") from None
+        except FetchError as exc:
+            raise ClosureError(f"{path}: cannot read its NAR: {exc}") from None
+        except NarError as exc:
+            raise ClosureError(f"{path}: its NAR {where} is damaged: {exc}") from None
 
     def close(self) -> None:
         self.transport.close()

@@ -23,7 +23,8 @@ from ..elf.files import HostFiles
 from ..elf.reader import ElfFile, InvalidElf
 from ..elf.stream import StreamedFile
 from ..errors import ClosureError
-from ..loader.model import Environment, Loader
+from ..loader.environment import Environment
+from ..loader.model import Loader
 from ..nix.storepath import top_store_path
 from .binary import BinaryCache
 from ..closure.evidence import CONTEXT, Evidence, Scanner

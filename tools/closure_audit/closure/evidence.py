@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..elf.reader import ELF_MAGIC, InvalidElf, parse_elf
-from ..loader.model import RPATH, RUNPATH, Environment, Loader
+from ..loader.environment import Environment
+from ..loader.model import RPATH, RUNPATH, Loader
 from ..elf.search import search_files
 
 KINDS = ("runpath-used", "runpath-unused", "needed", "interpreter", "symlink", "elf-string", "text")

@@ -45,6 +45,12 @@ def roots_closure_size(closure: Closure) -> int:
     return int(g.nar[breadth_first(g.ptr, g.targets, closure.root_ids).order].sum())
 
 
+def roots_closure_paths(closure: Closure) -> int:
+    """How many paths the union of the roots' closures holds."""
+    g = closure.graph
+    return len(breadth_first(g.ptr, g.targets, closure.root_ids).order)
+
+
 class DominatorTree(Mapping):
     """The dominator tree of the closure, rooted above the roots, as a
     mapping: every path the roots reach -> its immediate dominator, the last

@@ -4,7 +4,7 @@ this host, and if not, the exact fix (docs/commands/doctor.md).
 Resolves the targets, then ops/doctor.py reads the host under --host-root
 (host/), reads and resolves the targets as `audit` does
 (the driver library each object would load, the CUDA runtime, the GPU code)
-and judges (findings/doctor.py)."""
+and judges (findings/doctor/)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .redist import RELEASE_NUMBERED
+from .libraries import RELEASE_NUMBERED
 
 
 @dataclass(frozen=True)

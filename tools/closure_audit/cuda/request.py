@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import namedtuple
 
 from ..errors import UsageError
@@ -88,3 +89,20 @@ def from_nix_config(file: str | None) -> Request:
     if not isinstance(fwd, bool):
         raise UsageError(f"{source}: cudaForwardCompat must be true or false")
     return make_request(caps, fwd, source)
+
+
+def parse_gpus(text: str, source: str = "--gpu") -> list[tuple[int, int]]:
+    """The GPUs of `--gpu 8.9,9.0` (also `sm_89`), each a capability CUDA
+    knows, as (major, minor); UsageError naming the first that is not."""
+    known = capability_table()
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        m = re.fullmatch(r"sm_(\d+)(\d)", item)
+        cap = f"{int(m[1])}.{m[2]}" if m else item
+        if not re.fullmatch(r"\d+\.\d+", cap) or cap not in known:
+            raise UsageError(f"{source}: {item!r} is not a GPU's CUDA capability (write 8.9 or sm_89; known: "
+                             f"{', '.join(known)})")
+        major, minor, _ = parse_capability(cap)
+        if (major, minor) not in out:
+            out.append((major, minor))
+    return out

@@ -265,10 +265,11 @@ def open_substituters(urls: list[str] | None, keys: str | None, refresh: bool, w
 
 def why_build(targets: list[str], like: str | None, substituters: Callable[[], Substituters]):
     """The plan for the targets' .drv paths, the names of what it builds,
-    and its root causes explained against the graph of `like` (a .drv path,
+    its root causes explained against the graph of `like` (a .drv path,
     or None); `substituters` gives the caches once they are open (the
     caller opens them while the graphs are read). The reference graph is
-    read while the walk waits on the network."""
+    read while the walk waits on the network. Last, the targets' graph.
+    """
     from .derivation import read_graph
     from .likeness import explain, likes
 
@@ -280,4 +281,4 @@ def why_build(targets: list[str], like: str | None, substituters: Callable[[], S
         roots = [graph[d] for d in plan.root_causes]
         paired = likes(roots, None if reference is None else reference.result())
     causes = explain(roots, paired, cached([d for d in paired.values() if d], caches))
-    return plan, {d: graph[d].name for d in plan.build}, causes
+    return plan, {d: graph[d].name for d in plan.build}, causes, graph

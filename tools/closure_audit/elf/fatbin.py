@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 import struct
 from bisect import bisect_left
 from collections import namedtuple
 from collections.abc import Callable
 
 from .pointers import pointed_at
-from .reader import InvalidElf, cubin_kernels, parse_sections
+from .reader import InvalidElf, parse_sections
 from ..cuda.code import Code
 from .search import literal, search_files
 
@@ -77,6 +76,7 @@ _ENTRY_FIELDS = (
     "debug",
     "header",  # bytes of the entry header: the payload follows it
     "packed",  # bytes of the payload as stored (without the padding after a compressed one)
+    "version",  # the header's code version (major, minor): for PTX, its ISA version (`.version 9.0`)
 )
 
 
@@ -166,7 +166,7 @@ def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[li
     while pos < end:
         if pos + ENTRY_MIN > end:
             raise FatbinError(f"entry header at offset {pos:#x} runs past the end of its container")
-        (kind, _, hsize, psize, csize, _, _, _, arch, _, _, flags, _, usize) = _ENTRY.unpack_from(
+        (kind, _, hsize, psize, csize, _, vminor, vmajor, arch, _, _, flags, _, usize) = _ENTRY.unpack_from(
             data.read(pos, ENTRY_MIN))
         name = KINDS.get(kind)
         if name is None:
@@ -182,7 +182,8 @@ def parse_container(data: Reader, at: int, limit: int, section: str) -> tuple[li
         entries.append(Entry(  # by position, in _ENTRY_FIELDS' order: cuBLASLt has 6,000 entries
             section, pos, name, arch, "a" if flags & FLAG_A else "f" if flags & FLAG_F else "",
             hsize + psize, hsize + (usize if compression != "none" else psize),
-            compression, bool(flags & FLAG_DEBUG), hsize, csize if compression != "none" else psize))
+            compression, bool(flags & FLAG_DEBUG), hsize, csize if compression != "none" else psize,
+            (vmajor, vminor)))
         pos = nxt
     return entries, end
 
@@ -286,72 +287,6 @@ def _take(data: Reader, at: int, limit: int, name: str, found: FileCode) -> int 
     found.containers += 1
     found.entries.extend(entries)
     return end
-
-
-MAX_PAYLOAD = 1 << 30  # NVIDIA's largest payloads are tens of MB; a header claiming more is damaged
-_PTX_ENTRY = re.compile(rb"\.entry\s+([^\s(]+)")
-
-
-def payload(fd: int, e: Entry) -> bytes:
-    """The payload of an entry, decompressed. Raises FatbinError."""
-    raw = os.pread(fd, e.packed, e.offset + e.header)
-    if len(raw) < e.packed:
-        raise FatbinError(f"entry at offset {e.offset:#x}: the file ends inside its payload")
-    size = e.uncompressed - e.header
-    if size > MAX_PAYLOAD:
-        raise FatbinError(f"entry at offset {e.offset:#x} claims {size} bytes uncompressed")
-    if e.compression == "zstd":
-        import zstandard
-
-        try:  # a stream read stops at the size the header gives, whatever the frame claims
-            with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
-                raw = stream.read(size + 1)
-        except zstandard.ZstdError as exc:
-            raise FatbinError(f"entry at offset {e.offset:#x}: its zstd payload does not decompress ({exc})")
-    elif e.compression == "lz":  # NVIDIA's LZ is the LZ4 block format
-        import lz4.block
-
-        try:
-            raw = lz4.block.decompress(raw, uncompressed_size=size)
-        except lz4.block.LZ4BlockError as exc:
-            raise FatbinError(f"entry at offset {e.offset:#x}: its LZ payload does not decompress ({exc})")
-    if len(raw) != size:
-        raise FatbinError(f"entry at offset {e.offset:#x}: {len(raw)} bytes decompressed, not {size}")
-    return raw
-
-
-def kernels_of(path: str, entries: list[Entry]) -> frozenset[str] | None:
-    """The kernels the entries of one file define together; None when the
-    file or one entry cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        out: frozenset[str] = frozenset()
-        for e in entries:
-            found = kernels(fd, e)
-            if found is None:
-                return None
-            out |= found
-        return out
-    finally:
-        os.close(fd)
-
-
-def kernels(fd: int, e: Entry) -> frozenset[str] | None:
-    """The kernels an entry defines: a cubin's entry-point functions, PTX's
-    `.entry` directives; None for LTO IR (not read) or an entry that cannot be
-    read, which the judgement counts as holding kernels."""
-    if e.kind == "lto":
-        return None
-    try:
-        data = payload(fd, e)
-        if e.kind == "ptx":
-            return frozenset(os.fsdecode(m) for m in _PTX_ENTRY.findall(data))
-        return frozenset(cubin_kernels(data, len(data)))
-    except (FatbinError, InvalidElf):
-        return None
 
 
 INDEX_FROM = 32 << 20  # data sections holding more than this in a file are indexed, not searched whole

@@ -20,7 +20,8 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 
 from __future__ import annotations
 
-from ..elf.fatbin import Entry, kernels_of
+from ..elf.fatbin import Entry
+from ..elf.payloads import kernels_of
 from ..cuda.code import Code, runs_on, serves
 from ..cuda.request import Request
 from ..util import format_size
@@ -137,6 +138,24 @@ def verdict(kernels: Kernels, codes: list[Code], device: tuple[int, int], usable
     return ("missing" if kernels.hold_any(codes) else "idle"), []
 
 
+def on_gpu(f: "FileArchs", device: tuple[int, int], isa: tuple[int, int] | None = None) -> tuple[str, list[Code]]:
+    """The one judgement of a file on a GPU, which `archs` and `why-build
+    --gpu` both give: verdict() by NVIDIA's rules (cuda/code.py), where a
+    driver compiling PTX up to ISA version `isa` (None: any) cannot use PTX
+    of a newer one. A code with one entry too new counts as too new: its
+    kernels may be in that entry."""
+    if isa is None:
+        return verdict(f.kernels, f.codes(), device)
+    too_new = {g.code for g in f.groups if g.code.kind == "compute" and any(e.version > isa for e in g.objects)}
+    return verdict(f.kernels, f.codes(), device, lambda c, d: c not in too_new and serves(c, d))
+
+
+def jit_bytes(f: "FileArchs", codes: list[Code]) -> int:
+    """What the driver compiles at first load: the uncompressed PTX (or LTO
+    IR) of `codes` in the file, headers left out."""
+    return sum(e.uncompressed - e.header for g in f.groups if g.code in codes for e in g.objects)
+
+
 class FileArchs:
     __slots__ = ("path", "containers", "groups", "problems", "kernels")
 
@@ -245,7 +264,7 @@ class GpuJudge:
         have = [c.name for c in codes]
         for d in devices:
             cap = f"{d[0]}.{d[1]}"
-            how, jit = verdict(f.kernels, codes, d)
+            how, jit = on_gpu(f, d)
             ptx = [c for c in jit if c.kind == "compute"]
             if how in ("cubin", "idle"):
                 continue

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import os
 
-from ..cuda.redist import install_hint
+from ..cuda.libraries import install_hint
 from ..loader import model as ld
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES
 from ..loader.chains import Resolved
+from ..loader.environment import matches_any, split_search_path
 from ..loader.model import Chain, LoadedObject, Loader, Resolution
 from ..loader.preloads import site_dirs
 from ..loader.process import first_load, module_of
@@ -108,7 +109,7 @@ def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, st
         real = loader.realpath(row.path)
         if real in entries and real != row.file:
             name = os.path.basename(real)
-            feature = row.feature or next((f for p, f in PLUGIN_FEATURES if ld.matches_any(name, (p,))), None)
+            feature = row.feature or next((f for p, f in PLUGIN_FEATURES if matches_any(name, (p,))), None)
             out.setdefault(real, (row.file, feature))
     return out
 
@@ -145,15 +146,15 @@ class LoadJudge:
                         continue
                 if res.how == ld.NOT_FOUND:
                     self.unresolved(obj, res, chain)
-                elif (not env.nix and res.how == ld.RUNPATH and ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES)
+                elif (not env.nix and res.how == ld.RUNPATH and matches_any(name, CUDA_TOOLKIT_LIBRARIES)
                       and env.in_tree(self.loader.realpath(res.path))):
                     host = self.loader.default_copy(name, chain.root)
                     if host is not None:
                         self.shadowable.setdefault(name, (host, set()))[1].add(obj.real)
                 elif (not env.nix and res.how in (ld.RPATH, ld.RUNPATH, ld.DEFAULT, ld.PATH)
                       and not env.in_tree(self.loader.realpath(res.path))
-                      and not ld.matches_any(name, env.host_allowed)):
-                    if ld.matches_any(name, CUDA_TOOLKIT_LIBRARIES):
+                      and not matches_any(name, env.host_allowed)):
+                    if matches_any(name, CUDA_TOOLKIT_LIBRARIES):
                         if not self.loose(obj, chain, res):
                             # What breaks at import time on any machine without that CUDA install.
                             self.from_host.note(name, obj.real, res.path)
@@ -239,7 +240,7 @@ class LoadJudge:
         else an object of the load chain (what cuFile's RDMA helper needs)."""
         for candidate in [name] + [os.path.basename(p) for p in reversed(chain)]:
             for pattern, feature, package in OPTIONAL_LIBRARIES:
-                if ld.matches_any(candidate, (pattern,)):
+                if matches_any(candidate, (pattern,)):
                     return feature, package
         return None
 
@@ -266,7 +267,7 @@ class LoadJudge:
         tag, value = ("DT_RUNPATH", elf.runpath) if elf.runpath is not None else ("DT_RPATH", elf.rpath)
         if value is None:
             return
-        for entry in dict.fromkeys(ld.split_search_path(value)):
+        for entry in dict.fromkeys(split_search_path(value)):
             if entry == "":
                 add("runpath-empty-entry", obj.real,
                     f"{tag} has an empty entry, which the loader reads as the working directory",

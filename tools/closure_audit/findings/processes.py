@@ -21,7 +21,7 @@ import os
 import re
 
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
-from ..loader.model import matches_any
+from ..loader.environment import matches_any
 from ..loader.process import UNION, Process
 from .collector import Findings
 

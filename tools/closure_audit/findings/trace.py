@@ -11,7 +11,7 @@ import os
 import re
 
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
-from ..loader.model import matches_any
+from ..loader.environment import matches_any
 from .collector import Findings
 
 # lib NAME [.-HASH] .so...: auditwheel renames a copy libcudart-faf08d9a.so.13

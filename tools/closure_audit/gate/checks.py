@@ -26,7 +26,7 @@ from ..util import format_apart, format_size
 from ..closure.evidence import scanner_for
 from ..closure.graph import Closure, load_dump
 from ..closure.reach import UNREACHED
-from ..closure.sizes import DominatorTree, dominator_tree, roots_closure_size
+from ..closure.sizes import DominatorTree, dominator_tree, roots_closure_paths, roots_closure_size
 from ..closure.why import Explanation
 from ..findings.forbidden import forbidden_paths
 from .budgets import Budget
@@ -49,6 +49,7 @@ class Result:
     closure: Closure
     closure_size: int
     baseline_size: int | None = None
+    paths: int = 0  # how many paths the roots' closure holds
     largest_added: list[tuple[str, int]] = field(default_factory=list)
     explanations: list[Explanation] = field(default_factory=list)
     added: dict[str, int] = field(default_factory=dict)
@@ -140,7 +141,7 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
         total = roots_closure_size(closure)
         tree = dominator_tree(closure)
         added = tree.added_sizes()
-        r = Result(b, closure, total, s.baseline_size, added=added, dominators=tree)
+        r = Result(b, closure, total, s.baseline_size, roots_closure_paths(closure), added=added, dominators=tree)
         root = closure.roots[0]
         if b.max_closure_size is not None and total > b.max_closure_size:
             size, limit = format_apart(total, b.max_closure_size)

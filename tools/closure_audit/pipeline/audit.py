@@ -21,6 +21,7 @@ from ..findings.rules import has_error
 from ..findings.symbols import judge_tables, judge_undefined, judge_versions
 from ..host.root import Root, RootFiles
 from ..loader import model as ld
+from ..loader.environment import Environment, default_host_dirs
 from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads
@@ -60,9 +61,9 @@ def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/")
     host's directories are those of the host under `host_root`."""
     host_dirs = ()
     if mode == "tree":
-        host_dirs = (ld.default_host_dirs(host_root) if policy.host_dirs is None else
+        host_dirs = (default_host_dirs(host_root) if policy.host_dirs is None else
                      tuple(Root(host_root).here(d) for d in policy.host_dirs))
-    return ld.Environment(
+    return Environment(
         mode=mode, store_dir=store_dir(), tree_roots=roots, host_dirs=host_dirs,
         driver_dirs=policy.driver_dirs, driver_libraries=policy.driver_libraries,
         host_allowed=policy.host_allowed, lib_token=policy.lib_token,
@@ -178,7 +179,7 @@ def interpreter(loader, walked) -> list:
             continue
         if elf is not None and elf.has_dynamic:
             if path == sys.executable and loader.env.nix:
-                loader = ld.Loader(ld.Environment(mode="tree", host_dirs=ld.default_host_dirs()))
+                loader = ld.Loader(Environment(mode="tree", host_dirs=default_host_dirs()))
             return loader.chain(real, elf).objects
     return []
 
