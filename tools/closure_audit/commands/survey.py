@@ -57,7 +57,7 @@ def run(args) -> int:
     growth = tuple(parse_growth(v, "--max-growth") for v in args.max_growth) or DEFAULT_GROWTH
     baseline = read_baseline(args.baseline) if args.baseline is not None else None
     jobs = read_evaluation(_read_input(args.evaluation), args.evaluation)
-    cache = _open_cache(args)
+    cache = options.open_cache(args)
     try:
         result = survey.run(survey.Options(jobs, args.evaluation, policy, budgets, cache, args.archs, baseline,
                                            growth, not args.no_cache, page=args.html))
@@ -91,17 +91,3 @@ def _budgets(file: str | None) -> dict:
         raise BudgetError(f"{file}: targets must be a table of tables")
     # The defaults become a target of their own, which every job without its own table gets.
     return {b.name: b for b in parse_budgets({**data, "targets": {**targets, DEFAULTS: {}}}, file)}
-
-
-def _open_cache(args):
-    if args.store is None:
-        for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
-                            ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None)):
-            if given:
-                raise UsageError(f"{flag} needs --store")
-        return None
-    from ..cache.binary import BinaryCache
-    from ..cache.signatures import parse_public_keys
-
-    keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
-    return BinaryCache(args.store, keys, workers=options.http_connections(args), refresh=args.refresh)
