@@ -52,7 +52,10 @@ def show(result, *, json: bool = False, markdown: str | None = None) -> int:
         from . import html  # the page writer: only when a page is written
 
         page = getattr(html, view.page)(result)  # (pictures, title) of the treemap page, or a page of its own
-        html.write(result.page, page if isinstance(page, str) else html.render(*page))
+        if not isinstance(page, str):
+            pictures, title = page
+            page = html.render(pictures, title)
+        html.write(result.page, page)
     if json or markdown != "-":
         if json:
             from . import json_report
