@@ -391,3 +391,29 @@ def test_budgets_file_defaults_and_one_job(sets, tmp_path):
     assert not got["app"]["forbidden"] and not got["app"]["passed"]  # over the defaults' 1 KiB
     rules = {(f["rule"], f["target"]) for f in report["findings"]}
     assert rules == {("forbidden-path", "liba"), ("closure-budget", "app")}
+
+
+def test_added_size_and_growth_from_a_budgets_file(sets, tmp_path):
+    """max-added-size against each job's own dominator tree (what a path adds
+    depends on the job's outputs), max-growth instead of --max-growth."""
+    built, one, jobs = sets["one"]
+    _, before = survey(str(one))
+    (tmp_path / "before.json").write_text(json.dumps(before))
+    (tmp_path / "b.toml").write_text('[defaults]\nmax-added-size = "30 KiB"\n\n[targets.liba]\nmax-growth = "1 MiB"\n')
+    _, two, _ = sets["two"]
+    code, report = survey(str(two), "--budgets", str(tmp_path / "b.toml"), "--baseline", str(tmp_path / "before.json"),
+                          "--max-growth", "1KiB")
+    got = _jobs(report)
+    assert code == 1
+    info = path_info(*sets["two"][0]["liba"])
+    liba = sets["two"][0]["liba"][0]
+    # app -> liba (400 KB of blob) -> base: liba adds its own NAR and base's to app, base only itself.
+    added = {x["path"]: x["added_size"] for x in got["app"]["largest_added"]}
+    assert added[liba] == sum(v["narSize"] for v in info.values())
+    assert added[built["base"][0]] == path_info(*built["base"])[built["base"][0]]["narSize"]
+    over = {(f["target"], f["file"]) for f in report["findings"] if f["rule"] == "added-size-budget"}
+    assert ("app", liba) in over and ("leaky", liba) in over and ("liba", liba) not in over  # a root adds nothing
+    # liba's own budget allows 1 MiB of growth; app's growth is judged by --max-growth 1KiB.
+    assert {r["kind"] for r in got["liba"]["regressions"]} == set()
+    assert "growth" in {r["kind"] for r in got["app"]["regressions"]}
+    assert got["base"]["largest_added"] == []  # a closure of its root alone

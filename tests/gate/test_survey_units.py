@@ -208,3 +208,32 @@ def test_a_baseline_that_is_not_a_survey_is_refused(tmp_path):
             read_baseline(str(f))
     with pytest.raises(BudgetError):
         read_baseline(str(tmp_path / "missing.json"))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_added_sizes_of_a_job_are_those_of_its_own_closure(seed):
+    """What a path adds to a job is what leaves the job's closure without it,
+    whatever else the union graph holds."""
+    from closure_audit.gate.survey import largest_added
+
+    entries = random_graph(seed, n=80)
+    graph = build_graph(entries)
+    union = UnionGraph(graph, S, "test", {})
+    root = sorted(entries)[seed]
+    closure, order, _ = union.closure(Job("j", outputs={"out": root}))
+    reach = brute_closure(entries, [root])
+    total = sum(entries[p]["nar_size"] for p in reach)
+
+    def without(p):
+        seen, todo = {root}, [root]
+        while todo:
+            for r in entries[todo.pop()]["references"]:
+                if r != p and r not in seen:
+                    seen.add(r)
+                    todo.append(r)
+        return sum(entries[x]["nar_size"] for x in seen)
+
+    brute = {p: total - without(p) for p in reach if p != root}
+    got = largest_added(closure, order, over=0)
+    assert {p: n for p, n in got} == {p: n for p, n in brute.items() if n > 0} | dict(got[:10])
+    assert [n for _, n in got] == sorted((n for _, n in got), reverse=True)

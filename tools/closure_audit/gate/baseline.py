@@ -44,9 +44,10 @@ def read_baseline(file: str) -> dict[str, dict]:
 
 
 def compare(results: list[JobResult], baseline: dict[str, dict], limits: tuple[Growth, ...],
-            findings: Findings) -> list[JobResult]:
+            findings: Findings, own_limits: dict[str, tuple[Growth, ...]] | None = None) -> list[JobResult]:
     """Each result against its baseline job (regressions added to it), and a
-    result for each baseline job this evaluation no longer has."""
+    result for each baseline job this evaluation no longer has. `own_limits`:
+    a job's growth limits where its budget sets them, instead of `limits`."""
     seen = set()
     for r in results:
         before = baseline.get(r.job.attr)
@@ -61,7 +62,7 @@ def compare(results: list[JobResult], baseline: dict[str, dict], limits: tuple[G
             continue
         if before.get("status") != JUDGED:
             continue
-        _growth(r, before, limits, findings)
+        _growth(r, before, (own_limits or {}).get(r.job.attr, limits), findings)
         _forbidden(r, before)
         _gpu_code(r, before)
     gone = []

@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..closure.graph import Closure, Graph
-from ..closure.reach import breadth_first
-from ..closure.sizes import added_sizes_of
+from ..closure.reach import breadth_first, induced
+from ..closure.sizes import added_sizes_of, dominator_tree
 from ..findings.collector import Findings
 from ..findings.forbidden import forbidden_matches
 from ..findings.policy import Policy
 from ..nix.storepath import name_part
 from ..util import format_apart, format_size
 from .budgets import Budget
+from .checks import _largest_added
 from .evaluation import Job
 
 JUDGED, UNKNOWN, GONE = "judged", "unknown", "gone"
@@ -39,16 +40,20 @@ class Figures:
     paths: int
     forbidden: list[dict]  # {path, pattern, reason, added_size, chain}, shortest chain first
     gpu_code: dict[str, int] | None = None  # bytes per code name in the job's own outputs (--archs)
+    # [path, added size] of the 10 paths adding most and of every path adding more than a budget's
+    # max-added-size, largest first; None where no budget asked for added sizes
+    largest_added: list | None = None
 
     def to_json(self) -> dict:
         return {"closure_size": self.closure_size, "paths": self.paths, "forbidden": self.forbidden,
-                "gpu_code": self.gpu_code}
+                "gpu_code": self.gpu_code, "largest_added": self.largest_added}
 
     @classmethod
     def from_json(cls, data) -> "Figures | None":
         """Figures kept earlier, or None when `data` is not such a record."""
         try:
-            f = cls(data["closure_size"], data["paths"], data["forbidden"], data.get("gpu_code"))
+            f = cls(data["closure_size"], data["paths"], data["forbidden"], data.get("gpu_code"),
+                    data.get("largest_added"))
         except (KeyError, TypeError):
             return None
         good = (type(f.closure_size) is int and type(f.paths) is int and f.closure_size >= 0 and f.paths > 0
@@ -57,7 +62,10 @@ class Figures:
                         and isinstance(x.get("pattern"), str) and isinstance(x.get("reason"), str)
                         and type(x.get("added_size")) is int for x in f.forbidden)
                 and (f.gpu_code is None or (isinstance(f.gpu_code, dict)
-                                            and all(type(v) is int for v in f.gpu_code.values()))))
+                                            and all(type(v) is int for v in f.gpu_code.values())))
+                and (f.largest_added is None or (isinstance(f.largest_added, list) and all(
+                    isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and type(x[1]) is int
+                    for x in f.largest_added))))
         return f if good else None
 
 
@@ -132,6 +140,26 @@ def judge_closure(closure: Closure, order: np.ndarray, matches: Matches) -> Figu
     return Figures(size, int(order.size), forbidden)
 
 
+LARGEST = 10  # paths adding most, kept for every job when added sizes are asked for
+
+
+def largest_added(closure: Closure, order: np.ndarray, over: int) -> list[list]:
+    """[path, added size] of the paths of one job's closure (`order`, its
+    indices in the union graph) adding most: the LARGEST first ones and any
+    other adding more than `over`. The dominator tree is that of the job's
+    closure taken out of the union (what a path adds depends on the roots)."""
+    g = closure.graph
+    nodes = np.sort(order)
+    ptr, targets = induced(g.ptr, g.targets, nodes)
+    paths = [g.paths[i] for i in nodes.tolist()]
+    sub = Graph(paths, nar=g.nar[nodes], nix_closure=np.full(len(nodes), -1, dtype=np.int64), ptr=ptr,
+                targets=targets, self_reference=g.self_reference[nodes])
+    tree = dominator_tree(Closure(sub, closure.roots, closure.source, closure.store_dir))
+    found = dict(_largest_added(tree, LARGEST))
+    found.update(_largest_added(tree, None, over=over))
+    return [[p, n] for p, n in sorted(found.items(), key=lambda x: (-x[1], x[0]))]
+
+
 def union_matches(union: UnionGraph, policy: Policy) -> Matches:
     """The paths of the union graph `policy` forbids, matched once for every job."""
     if union.graph is None or not policy.forbidden:
@@ -157,10 +185,18 @@ def add_findings(result: JobResult, budget: Budget | None, findings: Findings) -
                      f"{'s' * (len(x['chain']) != 2)}",
                      pattern=x["pattern"], reason=x["reason"], added_size=x["added_size"], chain=x["chain"],
                      hops=[], target=attr)
-    if budget is not None and budget.max_closure_size is not None and f.closure_size > budget.max_closure_size:
+    if budget is None:
+        return
+    if budget.max_closure_size is not None and f.closure_size > budget.max_closure_size:
         size, limit = format_apart(f.closure_size, budget.max_closure_size)
         findings.add("closure-budget", file, f"{attr}: closure is {size}, over its budget of {limit}",
                      target=attr, closure_size=f.closure_size, limit=budget.max_closure_size)
+    if budget.max_added_size is not None:
+        for path, n in f.largest_added or ():
+            if n > budget.max_added_size:
+                size, limit = format_apart(n, budget.max_added_size)
+                findings.add("added-size-budget", path, f"{attr}: {name_part(path)} adds {size}, over the {limit} "
+                             "allowed for one path", target=attr, added_size=n, limit=budget.max_added_size)
 
 
 def budget_for(budgets: dict[str, Budget], attr: str) -> Budget | None:

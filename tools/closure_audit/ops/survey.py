@@ -23,7 +23,7 @@ from ..findings.collector import Findings
 from ..gate.baseline import compare
 from ..gate.evaluation import Job
 from ..gate.survey import (DEFAULTS, JUDGED, UNKNOWN, Figures, JobResult, UnionGraph, add_findings, budget_for,
-                           judge_closure, order_results, union_matches)
+                           judge_closure, largest_added, order_results, union_matches)
 from ..nix.storepath import store_dir
 from . import result_type
 
@@ -62,8 +62,9 @@ def run(options: Options, progress=nullcontext) -> Result:
     policies = {attr: b.policy(policy) for attr, b in budgets.items()}
     store = options.cache.url if options.cache is not None else "local"
     kept = _results_cache(options, store)
-    keys = {j.attr: _key(store, j, policies.get(j.attr) or policies.get(DEFAULTS) or policy, options.archs)
-            for j in todo}
+    over = {j.attr: _added_over(budgets, j.attr) for j in todo}
+    keys = {j.attr: _key(store, j, policies.get(j.attr) or policies.get(DEFAULTS) or policy, options.archs,
+                         over[j.attr]) for j in todo}
     figures: dict[str, Figures] = {}
     if kept is not None:
         for j in todo:
@@ -87,6 +88,8 @@ def run(options: Options, progress=nullcontext) -> Result:
             if sig not in matches:
                 matches[sig] = union_matches(union, job_policy)
             f = judge_closure(closure, order, matches[sig])
+            if over[j.attr] is not None:
+                f.largest_added = largest_added(closure, order, over[j.attr])
             if options.archs:
                 try:
                     f.gpu_code = _gpu_code(j, options.cache, listed)
@@ -115,7 +118,9 @@ def run(options: Options, progress=nullcontext) -> Result:
                 reason += f" (nix-eval-jobs: {j.cache_status})"
             results[i] = JobResult(j, UNKNOWN, reason=reason)
     if options.baseline is not None:
-        results = compare(results, options.baseline, options.growth, findings)
+        own = {j.attr: (b.max_growth,) for j in options.jobs
+               if (b := budget_for(budgets, j.attr)) is not None and b.max_growth is not None}
+        results = compare(results, options.baseline, options.growth, findings, own)
     sorted_findings = findings.sorted()
     failing = {f.fields.get("target") for f in sorted_findings if f.severity == "error"}
     for r in results:
@@ -130,10 +135,16 @@ def _results_cache(options: Options, store: str) -> KeptNarinfos | None:
     return KeptNarinfos(options.cache_dir or default_cache_dir(), "survey " + store, file=RESULTS_FILE)
 
 
-def _key(store: str, job: Job, policy, archs: bool) -> str:
+def _added_over(budgets: dict, attr: str) -> int | None:
+    """The job's budget's max-added-size: added sizes are computed only for a job that has one."""
+    budget = budget_for(budgets, attr)
+    return None if budget is None else budget.max_added_size
+
+
+def _key(store: str, job: Job, policy, archs: bool, over: int | None) -> str:
     """A job's results are those of its output paths (a store path's closure
     never changes), judged by this policy, in this store."""
-    text = json.dumps([RESULTS_VERSION, store, job.roots, _policy_sig(policy), archs])
+    text = json.dumps([RESULTS_VERSION, store, job.roots, _policy_sig(policy), archs, over])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

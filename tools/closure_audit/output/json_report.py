@@ -343,6 +343,8 @@ def survey_job_json(r) -> dict:
         "forbidden": f.forbidden if f else [], "gpu_code": f.gpu_code if f else None, "kept": r.kept,
         "new": r.new, "baseline_size": before.get("closure_size") if type(before.get("closure_size")) is int
         else None, "regressions": r.regressions,
+        "largest_added": [{"path": p, "added_size": n} for p, n in f.largest_added]
+        if f and f.largest_added is not None else None,
     }
 
 
