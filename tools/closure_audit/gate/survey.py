@@ -25,7 +25,7 @@ from ..findings.policy import Policy
 from ..nix.storepath import name_part
 from ..util import format_apart, format_size
 from .budgets import Budget
-from .checks import _largest_added
+from .checks import adding_most
 from .evaluation import Job
 
 JUDGED, UNKNOWN, GONE = "judged", "unknown", "gone"
@@ -155,8 +155,8 @@ def largest_added(closure: Closure, order: np.ndarray, over: int) -> list[list]:
     sub = Graph(paths, nar=g.nar[nodes], nix_closure=np.full(len(nodes), -1, dtype=np.int64), ptr=ptr,
                 targets=targets, self_reference=g.self_reference[nodes])
     tree = dominator_tree(Closure(sub, closure.roots, closure.source, closure.store_dir))
-    found = dict(_largest_added(tree, LARGEST))
-    found.update(_largest_added(tree, None, over=over))
+    found = dict(adding_most(tree, LARGEST))
+    found.update(adding_most(tree, None, over=over))
     return [[p, n] for p, n in sorted(found.items(), key=lambda x: (-x[1], x[0]))]
 
 
