@@ -115,7 +115,7 @@ def test_build_is_suggested_only_where_building_helps(tmp_path):
     ("szie", "unknown command 'szie' (did you mean size?)"),
     ("docter", "unknown command 'docter' (did you mean doctor?)"),
     ("frobnicate", "unknown command 'frobnicate' (commands: audit, why, size, diff, gate, archs, report, "
-                   "doctor, why-build, trace; or an existing path to audit)"),
+                   "doctor, why-build, trace, survey; or an existing path to audit)"),
 ])
 def test_a_mistyped_command_is_named(tmp_path, word, message):
     p = run_cli(word, "x", cwd=tmp_path)

@@ -70,6 +70,17 @@ def add_cache_options(p: argparse.ArgumentParser, scope: str = "with --store") -
 def open_store(args, evidence: bool):
     """A function reading closures from the binary cache of --store, or None
     without --store. `evidence`: whether the NARs are streamed for evidence."""
+    cache = open_cache(args)
+    if cache is None:
+        return None
+    from ..cache.evidence import read_closure
+
+    return lambda roots: read_closure(cache, roots, evidence)
+
+
+def open_cache(args):
+    """The binary cache of --store (cache.binary.BinaryCache), or None
+    without --store, where the options that go with it are refused."""
     if args.store is None:
         for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
                             ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None),
@@ -83,12 +94,10 @@ def open_store(args, evidence: bool):
     if getattr(args, "build", False):
         raise UsageError("--store reads closures from the binary cache: nothing is built (no --build)")
     from ..cache.binary import BinaryCache
-    from ..cache.evidence import read_closure
     from ..cache.signatures import parse_public_keys
 
     keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
-    cache = BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
-    return lambda roots: read_closure(cache, roots, evidence)
+    return BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
 
 
 def http_connections(args) -> int:
