@@ -14,6 +14,8 @@ from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
 from ..errors import TargetError
+from ..elf.releases import Releases, read_builds
+from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
 from ..findings.gpu_init import judge_gpu_init
@@ -113,7 +115,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
-    processes, unread, installed = [], [], {}
+    processes, unread, installed, dists = [], [], {}, []
     if env.mode == "tree":
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads, import_order), preloads.notes
@@ -131,6 +133,14 @@ def audit(targets: list[str], policy, root: str | None = None,
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
+    releases = Releases(dists)
+    edges = [(o.real, loader.realpath(r.path)) for c in resolved.chains for o in c.objects
+             for r in o.resolutions if r.path is not None]
+    judge_pairs(edges + [(r.file, loader.realpath(r.path)) for r in opened.rows if r.path is not None],
+                processes, releases, findings)
+    if dists:
+        judge_builds(processes, read_builds([s for s, _ in dists], [d for _, ds in dists for d in ds]),
+                     releases, findings)
     check_symbols(loader, resolved.chains, walked, findings, symbols, [p.link_map for p in processes])
     explanations = []
     if closure is not None:
