@@ -2,10 +2,10 @@
 
 Between libraries, on what one object gets when it loads or opens another
 (its DT_NEEDED resolution, its dlopen'd name), or what one process maps:
-- cuBLAS and the cuBLASLt it needs: one release (cuBLAS calls cuBLASLt's
-  internal entry points, which change with every release);
-- NVRTC and the libnvrtc-builtins it opens: one release (NVRTC refuses a
-  builtins library of another version);
+- cuBLAS and the cuBLASLt it needs: one release (cuBLAS is supported only
+  with the cuBLASLt of its own release);
+- NVRTC and the libnvrtc-builtins it opens: one release (NVRTC is supported
+  only with the builtins of its own release);
 - libcudnn.so.9 and the sublibraries it opens (libcudnn_ops.so.9, ...): one
   release (cuDNN checks, CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH);
 - nvJitLink and the CUDA runtime in one process: one CUDA major.
@@ -28,8 +28,8 @@ from .collector import Findings
 RELEASE, MAJOR = "release", "CUDA major"
 # (the object, what it gets, what must agree, why)
 PAIRS = (
-    ("libcublas.so.*", "libcublasLt.so.*", RELEASE, "cuBLAS calls cuBLASLt's internal entry points"),
-    ("libnvrtc.so.*", "libnvrtc-builtins.so.*", RELEASE, "NVRTC refuses builtins of another version"),
+    ("libcublas.so.*", "libcublasLt.so.*", RELEASE, "cuBLAS is supported only with the cuBLASLt of its own release"),
+    ("libnvrtc.so.*", "libnvrtc-builtins.so.*", RELEASE, "NVRTC is supported only with the builtins of its own release"),
     ("libcudnn.so.*", "libcudnn_*.so.*", RELEASE,
      "libcudnn.so checks each sublibrary's version (CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH)"),
     ("libnvJitLink.so.*", "libcudart.so.*", MAJOR, "nvJitLink links code for the runtime's CUDA major"),
