@@ -18,6 +18,7 @@ import textwrap
 import pytest
 
 from audits import audit, host_policy, rules
+from conftest import run_cli
 
 pytestmark = pytest.mark.fhs
 
@@ -154,15 +155,42 @@ def test_framework_gets_cudnn_older_than_its_build(cudnn, tmp_path):
     assert str(target / "libcudnn.so.9") in mapped(module)
 
 
-def test_nvjitlink_and_runtime_of_other_cuda_majors_in_one_process(build, tmp_path):
+@pytest.mark.parametrize("both_runtimes", [False, True])
+def test_nvjitlink_and_runtime_of_other_cuda_majors_in_one_process(build, tmp_path, both_runtimes):
+    """nvJitLink 12 beside the CUDA 13 runtime only is a finding; beside CUDA
+    12's runtime too (CUDA 12 and 13 stacks in one process), it is not."""
     site = "venv/lib/python3.12/site-packages"
-    rt = versioned(build, f"{site}/rt/lib/libcudart.so.13.0.96", "libcudart.so.13", code="int rt = 1;\n")
-    jit = versioned(build, f"{site}/jit/lib/libnvJitLink.so.12.9.86", "libnvJitLink.so.12", code="int jit = 1;\n")
     (build.root / "venv").mkdir(exist_ok=True)
     (build.root / "venv/pyvenv.cfg").write_text("home = /usr/bin\n")
-    module = build.lib(f"{site}/fw/_C{EXT}", soname="", links=[rt, jit],
-                       runpath=["$ORIGIN/../rt/lib", "$ORIGIN/../jit/lib"])
-    (f,) = rules(audit(build.root / "venv", policy=host_policy(tmp_path)))["library-releases-differ"]
+    rt = versioned(build, f"{site}/rt/lib/libcudart.so.13.0.96", "libcudart.so.13", code="int rt = 1;\n")
+    jit = versioned(build, f"{site}/jit/lib/libnvJitLink.so.12.9.86", "libnvJitLink.so.12", code="int jit = 1;\n")
+    links, runpath = [rt, jit], ["$ORIGIN/../rt/lib", "$ORIGIN/../jit/lib"]
+    if both_runtimes:
+        links.append(versioned(build, f"{site}/rt12/lib/libcudart.so.12.9.79", "libcudart.so.12", code="int r = 1;\n"))
+        runpath.append("$ORIGIN/../rt12/lib")
+    module = build.lib(f"{site}/fw/_C{EXT}", soname="", links=links, runpath=runpath)
+    found = rules(audit(build.root / "venv", policy=host_policy(tmp_path))).get("library-releases-differ", [])
+    real = mapped(module)
+    assert {os.path.realpath(p) for p in links} <= set(real)  # the real loader maps every one of them
+    if both_runtimes:
+        assert found == []
+        return
+    (f,) = found
     assert (f.file, f.fields["partner"], f.fields["agree"]) == (
         os.path.realpath(jit), os.path.realpath(rt), "CUDA major")
-    assert {os.path.realpath(jit), os.path.realpath(rt)} <= set(mapped(module))
+    assert "CUDA 12" in f.message and "CUDA 13" in f.message
+
+
+def test_both_rules_in_the_json_contract(cudnn, tmp_path):
+    """The command's --json (checked against the schema by run_cli) carries
+    both findings with their fields; the error makes the exit status 1."""
+    venv, target, _ = cudnn(main_of="13", ops_of="12", pin="9.30.0.1")
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[host]\ndirectories = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"]\n')
+    p = run_cli("audit", "--json", "--policy", str(policy), str(venv))
+    assert p.returncode == 1, p.stderr
+    got = {f["rule"]: f for f in json.loads(p.stdout)["findings"]}
+    assert got["library-releases-differ"]["partner"] == str(target / "libcudnn_ops.so.9")
+    assert got["framework-library-build-differs"]["built"] == {
+        "version": "9.30.0.1", "cuda": "13.0",
+        "source": "torch 2.14.1's Requires-Dist nvidia-cudnn-cu13"}

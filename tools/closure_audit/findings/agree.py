@@ -32,6 +32,7 @@ PAIRS = (
     ("libnvrtc.so.*", "libnvrtc-builtins.so.*", RELEASE, "NVRTC is supported only with the builtins of its own release"),
     ("libcudnn.so.*", "libcudnn_*.so.*", RELEASE,
      "libcudnn.so checks each sublibrary's version (CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH)"),
+    # In a process mapping CUDA 12's and 13's runtimes (torch beside TensorFlow), either answers.
     ("libnvJitLink.so.*", "libcudart.so.*", MAJOR, "nvJitLink links code for the runtime's CUDA major"),
 )
 _NUMBER = re.compile(r"\d+")
@@ -53,21 +54,26 @@ def judge_pairs(edges, processes: list[Process], releases: Releases, findings: F
                          and fnmatchcase(os.path.basename(obj.real), left)
                          and fnmatchcase(os.path.basename(r.target.real), right))
         for left, right, agree, why in PAIRS:
-            if agree == MAJOR:
-                base = lambda o: os.path.basename(o.real)  # noqa: E731
-                pairs.update((a.real, b.real, agree, why) for a in proc.link_map.objects if fnmatchcase(base(a), left)
-                             for b in proc.link_map.objects if fnmatchcase(base(b), right))
+            if agree == MAJOR:  # judged against the runtimes mapped: one of its major answers it
+                _majors(proc, left, right, why, releases, findings)
     for a, b, agree, why in sorted(pairs):
         ra, rb = releases.of(a), releases.of(b)
         if ra is None or rb is None:
             continue
-        if agree == RELEASE:
-            n = min(3, len(key(ra.version, 9)), len(key(rb.version, 9)))
-            differ = key(ra.version, n) != key(rb.version, n)
-        else:
-            differ = ra.cuda_major is not None and rb.cuda_major is not None and ra.cuda_major != rb.cuda_major
-        if differ:
+        n = min(3, len(key(ra.version, 9)), len(key(rb.version, 9)))
+        if key(ra.version, n) != key(rb.version, n):
             _pair(findings, a, b, ra, rb, agree, why)
+
+
+def _majors(proc: Process, left: str, right: str, why: str, releases: Releases, findings: Findings) -> None:
+    objects = proc.link_map.objects
+    rights = [(o.real, releases.of(o.real)) for o in objects if fnmatchcase(os.path.basename(o.real), right)]
+    rights = [(b, rb) for b, rb in rights if rb is not None and rb.cuda_major is not None]
+    for a in sorted({o.real for o in objects if fnmatchcase(os.path.basename(o.real), left)}):
+        ra = releases.of(a)
+        if ra is None or ra.cuda_major is None or not rights or any(rb.cuda_major == ra.cuda_major for _, rb in rights):
+            continue
+        _pair(findings, a, rights[0][0], ra, rights[0][1], MAJOR, why)
 
 
 def _pair(findings: Findings, a: str, b: str, ra: Release, rb: Release, agree: str, why: str) -> None:
