@@ -18,7 +18,7 @@ from ..elf.releases import Releases, read_builds
 from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
-from ..findings.gpu_init import judge_gpu_init
+from ..findings.gpu_init import judge_gpu_init, judge_provider_loads
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -127,6 +127,7 @@ def audit(targets: list[str], policy, root: str | None = None,
         sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
         dists = [(site, read_distributions(site)) for site in sites]
         judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
+        judge_provider_loads(processes, findings, resolved.providers, inside, [d for _, ds in dists for d in ds])
         installed = installed_files(dists)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
