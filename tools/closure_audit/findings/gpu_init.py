@@ -91,3 +91,18 @@ def judge_provider_loads(processes: list[Process], findings: Findings, providers
                          f"fails and {proc.name} runs the session on the CPU{extra}{order}",
                          framework=proc.name, missing=names, tree_copies=copies,
                          rescued_by=list(rescue.frameworks) if rescue is not None else None)
+
+
+def judge_triton_libcuda(searches: list[tuple[str, str | None]], driver_dirs, findings: Findings) -> None:
+    """A Nix store path holding a Triton whose driver finds libcuda.so.1 with
+    `/sbin/ldconfig -p` (loader/preloads/triton.py): NixOS has no ld.so.cache
+    (and no /sbin/ldconfig outside an FHS environment), so Triton's first
+    kernel launch raises there, unless its variable names the driver's directory."""
+    for driver, variable in searches:
+        fix = (f": set {variable}={driver_dirs[0] if driver_dirs else '/run/opengl-driver/lib'} (the driver's "
+               f"directory), which Triton takes before ldconfig" if variable else
+               ": this Triton reads no variable that skips it, so only an ld.so.cache naming libcuda.so.1 answers it")
+        findings.add("triton-libcuda-ldconfig", driver,
+                     f"Triton's libcuda_dirs() finds libcuda.so.1 by running /sbin/ldconfig -p, which fails on NixOS "
+                     f"(no ld.so.cache): its first kernel launch raises{fix}",
+                     variable=variable, driver_dirs=list(driver_dirs))

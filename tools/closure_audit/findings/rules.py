@@ -58,6 +58,8 @@ _RULES = (
          "Two CUDA libraries that must be one release (or one CUDA major) are not: cuBLAS and cuBLASLt, NVRTC and its builtins, cuDNN and its sublibraries, nvJitLink and the runtime."),
     Rule("framework-library-build-differs", None, WARNING, ("framework", "library", "process", "found", "built"),
          "A framework's process maps a cuDNN or NCCL older than it was built against, or built for another CUDA major."),
+    Rule("triton-libcuda-ldconfig", WARNING, None, ("variable", "driver_dirs"),
+         "Triton in a Nix store path finds libcuda.so.1 with ldconfig -p, which fails on NixOS."),
     Rule("duplicate-library-family", None, WARNING, ("family", "files", "sonames"),
          "Two copies of one CUDA library under different SONAMEs can be loaded in one process."),
     Rule("runpath-shadowable", None, INFO, ("needed", "host_path", "objects"),

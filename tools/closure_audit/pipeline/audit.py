@@ -18,7 +18,7 @@ from ..elf.releases import Releases, read_builds
 from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
-from ..findings.gpu_init import judge_gpu_init, judge_provider_loads
+from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -31,6 +31,7 @@ from ..loader.environment import Environment, default_host_dirs
 from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads, site_dirs
+from ..loader.preloads.triton import libcuda_search
 from ..loader.process import UNION, build_processes
 from ..nix.storepath import store_dir
 from .found import check_found
@@ -129,6 +130,8 @@ def audit(targets: list[str], policy, root: str | None = None,
         judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
         judge_provider_loads(processes, findings, resolved.providers, inside, [d for _, ds in dists for d in ds])
         installed = installed_files(dists)
+    else:
+        judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, read, from_host)
