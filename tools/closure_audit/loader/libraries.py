@@ -72,3 +72,11 @@ OPTIONAL_LIBRARIES = (
     ("librdmacm.so*", "RDMA connection management", "the host's rdma-core"),
     ("libmlx5.so*", "RDMA on Mellanox adapters", "the host's rdma-core"),
 )
+
+# Programs that dlopen a library by a path they build from their own
+# location, not by its name: (the program, the name, the directory relative
+# to the program's). nvlink opens <its directory>/../nvvm/lib64/libnvvm.so
+# for link-time optimization, so no search path takes part.
+OWN_LOCATION = (
+    ("nvlink", "libnvvm.so", "../nvvm/lib64"),
+)
