@@ -14,7 +14,7 @@ import os
 
 from ..cuda.libraries import install_hint, library_package
 from ..loader import model as ld
-from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES
+from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES, PLUGIN_OPENERS
 from ..loader.chains import Resolved
 from ..loader.environment import matches_any, split_search_path
 from ..loader.model import Chain, LoadedObject, Loader, Resolution
@@ -168,6 +168,12 @@ def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, st
             name = os.path.basename(real)
             feature = row.feature or next((f for p, f in PLUGIN_FEATURES if matches_any(name, (p,))), None)
             out.setdefault(real, (row.file, feature))
+    # A plugin by name whose opener is not in the targets, or names it in no string.
+    for real in entries - set(out):
+        name = os.path.basename(real)
+        opener = next((o for p, o in PLUGIN_OPENERS if matches_any(name, (p,))), None)
+        if opener is not None:
+            out[real] = (opener, next((f for p, f in PLUGIN_FEATURES if matches_any(name, (p,))), None))
     return out
 
 

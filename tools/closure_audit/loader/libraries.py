@@ -52,6 +52,14 @@ PLUGIN_FEATURES = (
     ("nvshmem_transport_ib*.so*", "InfiniBand transport: only with NVSHMEM over InfiniBand"),
     ("libcufile_rdma.so*", "cuFile RDMA: only with GPUDirect Storage over RDMA"),
 )
+# Who opens each plugin, by name: what a plugin is called opened by when the
+# audited root holds no opener whose strings name it (site-packages/nvidia
+# audited alone, or an opener that builds the name), so that its verdict does
+# not depend on the root.
+PLUGIN_OPENERS = (
+    ("nvshmem_*.so*", "libnvshmem_host.so.3"),
+    ("libcufile_rdma.so*", "libcufile.so.0"),
+)
 
 # Libraries a Python module needs through DT_NEEDED that only some users
 # install: found nowhere, the module fails to import and only its feature is
