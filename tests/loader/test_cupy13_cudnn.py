@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from audits import audit, host_policy, rules
+from audits import audit, host_policy, rules, venv
 
 pytestmark = pytest.mark.fhs
 
@@ -19,10 +19,7 @@ EXT = ".cpython-312-x86_64-linux-gnu.so"
 
 
 def test_cupy13_cudnn_module_needs_cudnn8_which_cudnn9_never_answers(build, tmp_path):
-    site_rel = "venv/lib/python3.12/site-packages"
-    site = build.root / site_rel
-    (build.root / "venv").mkdir()
-    (build.root / "venv/pyvenv.cfg").write_text("home = /usr/bin\n")
+    site_rel, site = venv(build.root)
     cudnn9 = build.lib(f"{site_rel}/nvidia/cudnn/lib/libcudnn.so.9")
     cudnn8 = build.lib("elsewhere/libcudnn.so.8")  # what CuPy 13 was linked against, not in the tree
     module = build.lib(f"{site_rel}/cupy_backends/cuda/libs/cudnn{EXT}", soname="", links=[cudnn8])

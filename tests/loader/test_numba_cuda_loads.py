@@ -16,23 +16,15 @@ import textwrap
 
 import pytest
 
-from audits import audit, host_policy, rules
+from audits import audit, host_policy, rules, venv
+from test_process_model import CATALOG as TORCH_CATALOG
 
 pytestmark = pytest.mark.fhs
 
 EXT = ".cpython-312-x86_64-linux-gnu.so"
 
-CATALOG = '''
-from dataclasses import dataclass
-
-@dataclass(frozen=True, slots=True)
-class DescriptorSpec:
-    name: str
-    packaged_with: str
-    linux_sonames: tuple = ()
-    site_packages_linux: tuple = ()
-    dependencies: tuple = ()
-
+# cuda-pathfinder's catalog: test_process_model's DescriptorSpec, with NVRTC and NVVM.
+CATALOG = TORCH_CATALOG.split("DESCRIPTOR_CATALOG")[0] + '''
 DESCRIPTOR_CATALOG: tuple[DescriptorSpec, ...] = (
     DescriptorSpec(name="nvrtc", packaged_with="ctk", linux_sonames=("libnvrtc.so.13",),
                    site_packages_linux=("nvidia/cu13/lib",)),
@@ -61,10 +53,7 @@ RUN = textwrap.dedent("""
 
 
 def test_numba_cuda_maps_nvvm_and_nvrtc_through_pathfinder(build, tmp_path):
-    site_rel = "venv/lib/python3.12/site-packages"
-    site = build.root / site_rel
-    (build.root / "venv").mkdir()
-    (build.root / "venv/pyvenv.cfg").write_text("home = /usr/bin\n")
+    site_rel, site = venv(build.root)
     nvrtc = build.lib(f"{site_rel}/nvidia/cu13/lib/libnvrtc.so.13")
     nvvm = build.lib(f"{site_rel}/nvidia/cu13/nvvm/lib64/libnvvm.so.4")
     module = build.lib(f"{site_rel}/numba_cuda/numba/cuda/cext/_nvrtc_user{EXT}", soname="", links=[nvrtc])
