@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from audits import audit, host_policy, rules
+from audits import audit, host_policy, rules, venv
 from conftest import run_cli
 
 pytestmark = pytest.mark.fhs
@@ -194,3 +194,37 @@ def test_both_rules_in_the_json_contract(cudnn, tmp_path):
     assert got["framework-library-build-differs"]["built"] == {
         "version": "9.30.0.1", "cuda": "13.0",
         "source": "torch 2.14.1's Requires-Dist nvidia-cudnn-cu13"}
+
+
+@pytest.mark.parametrize("builtins_release", ["13.0.88", "13.0.48"])
+def test_nvrtc_against_the_builtins_it_opens(build, tmp_path, builtins_release):
+    builtins = build.lib(f"lib/libnvrtc-builtins.so.{builtins_release}", soname="libnvrtc-builtins.so.13.0",
+                         code="int builtins = 1;\n")
+    os.symlink(builtins.name, builtins.parent / "libnvrtc-builtins.so.13.0")
+    opener = ('#include <dlfcn.h>\nint open_sub(void) { return dlopen("libnvrtc-builtins.so.13.0", RTLD_NOW) != 0; }\n')
+    nvrtc = versioned(build, "lib/libnvrtc.so.13.0.88", "libnvrtc.so.13", code=opener, runpath=["$ORIGIN"])
+    found = rules(audit(build.root, policy=host_policy(tmp_path))).get("library-releases-differ", [])
+    assert str(builtins) in mapped(nvrtc)  # the real dlopen gets that file
+    if builtins_release == "13.0.88":
+        assert found == []
+        return
+    (f,) = found
+    assert (f.file, f.fields["partner"], f.fields["version"], f.fields["partner_version"]) == (
+        os.path.realpath(nvrtc), str(builtins), "13.0.88", "13.0.48")
+
+
+def test_framework_against_the_nccl_it_maps(build, tmp_path):
+    """torch built for CUDA 13 with NCCL 2.28.9 maps nvidia-nccl-cu12 2.27.7's
+    libnccl.so.2 (installed over its own): older, and for CUDA 12."""
+    site_rel, site = venv(build.root)
+    nccl = build.lib(f"{site_rel}/nvidia/nccl/lib/libnccl.so.2", code="int nccl_cu12 = 1;\n")
+    record(site, "nvidia-nccl-cu12", "2.27.7", {"nvidia/nccl/lib/libnccl.so.2": nccl.read_bytes()})
+    record(site, "torch", "2.14.1", {}, requires=["nvidia-nccl-cu13==2.28.9; platform_system == 'Linux'"])
+    (site / "torch").mkdir()
+    (site / "torch/version.py").write_text("cuda = '13.0'\n")
+    module = build.lib(f"{site_rel}/torch/_C{EXT}", soname="", links=[nccl], runpath=["$ORIGIN/../nvidia/nccl/lib"])
+    (f,) = rules(audit(build.root / "venv", policy=host_policy(tmp_path)))["framework-library-build-differs"]
+    assert (f.file, f.fields["library"], f.fields["found"]["version"], f.fields["built"]["version"]) == (
+        str(nccl), "libnccl", "2.27.7", "2.28.9")
+    assert "older than the 2.28.9" in f.message and "built for CUDA 12" in f.message
+    assert str(nccl) in mapped(module)
