@@ -51,6 +51,7 @@ PLUGIN_FEATURES = (
     ("nvshmem_transport_libfabric.so*", "libfabric transport: only with NVSHMEM over libfabric"),
     ("nvshmem_transport_ib*.so*", "InfiniBand transport: only with NVSHMEM over InfiniBand"),
     ("libcufile_rdma.so*", "cuFile RDMA: only with GPUDirect Storage over RDMA"),
+    ("libonnxruntime_providers_cuda.so", "ONNX Runtime's CUDA execution provider: without it sessions run on the CPU"),
 )
 # Who opens each plugin, by name: what a plugin is called opened by when the
 # audited root holds no opener whose strings name it (site-packages/nvidia
@@ -59,6 +60,7 @@ PLUGIN_FEATURES = (
 PLUGIN_OPENERS = (
     ("nvshmem_*.so*", "libnvshmem_host.so.3"),
     ("libcufile_rdma.so*", "libcufile.so.0"),
+    ("libonnxruntime_providers_*.so", "onnxruntime_pybind11_state"),
 )
 
 # Libraries a Python module needs through DT_NEEDED that only some users
