@@ -58,7 +58,6 @@ PLUGIN_FEATURES = (
 # audited alone, or an opener that builds the name), so that its verdict does
 # not depend on the root.
 PLUGIN_OPENERS = (
-    ("nvshmem_*.so*", "libnvshmem_host.so.3"),
     ("libcufile_rdma.so*", "libcufile.so.0"),
     ("libonnxruntime_providers_*.so", "onnxruntime_pybind11_state"),
 )
