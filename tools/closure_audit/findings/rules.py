@@ -55,7 +55,8 @@ _RULES = (
     Rule("distribution-file-conflict", None, WARNING, ("paths", "distributions", "on_disk", "losers"),
          "Two installed distributions claim the same files in their RECORD with different bytes; the last installed won."),
     Rule("library-releases-differ", ERROR, ERROR, ("partner", "version", "partner_version", "agree"),
-         "Two CUDA libraries that must be one release (or one CUDA major) are not: cuBLAS and cuBLASLt, NVRTC and its builtins, cuDNN and its sublibraries, nvJitLink and the runtime."),
+         "CUDA libraries that must be one release (cuBLAS and cuBLASLt, NVRTC and its builtins, cuDNN's parts) "
+         "or one CUDA major (nvJitLink and the runtime) are not."),
     Rule("framework-library-build-differs", None, WARNING, ("framework", "library", "process", "found", "built"),
          "A framework's process maps a cuDNN or NCCL older than it was built against, or built for another CUDA major."),
     Rule("triton-libcuda-ldconfig", WARNING, None, ("variable", "driver_dirs"),
