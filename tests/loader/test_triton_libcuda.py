@@ -6,12 +6,14 @@ with the real ldconfig."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
 import pytest
 
 from audits import audit, rules
+from conftest import run_cli
 
 DRIVER = '''
 import functools
@@ -55,6 +57,11 @@ def test_triton_in_a_store_path(build, monkeypatch, shape):
     if shape == "ldconfig":
         assert f.fields["variable"] == "TRITON_LIBCUDA_PATH"
         assert "set TRITON_LIBCUDA_PATH=/run/opengl-driver/lib" in f.message
+        # The command's JSON (checked against the schema by run_cli): a warning, exit status 0.
+        p = run_cli("audit", "--json", str(out), env={"NIX_STORE_DIR": str(store)})
+        assert p.returncode == 0, p.stderr
+        (j,) = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "triton-libcuda-ldconfig"]
+        assert j["driver_dirs"] == ["/run/opengl-driver/lib"] and j["file"] == str(driver)
     else:
         assert f.fields["variable"] is None and "no variable" in f.message
 
