@@ -141,3 +141,17 @@ def test_the_provider_alone_fails_without_preload_dlls(build, tmp_path):
     by_need = {f.fields["needed"]: f for f in rules(report).get("preloaded-library", []) if f.file == str(provider)}
     assert set(by_need) == {"libcublasLt.so.12", "libcublas.so.12", "libcurand.so.10", "libcudart.so.12"}
     assert all("onnxruntime.preload_dlls()" in f.message for f in by_need.values())
+
+
+def test_a_cublas_preload_dlls_misses_is_named_never_installed(build, tmp_path):
+    """cuBLAS installed where preload_dlls() does not look: the finding names
+    the tree's copy and says nothing about installing it."""
+    venv, provider, libs = ort(build, False)
+    elsewhere = build.lib("venv/lib/python3.12/site-packages/nvidia/cu12/lib/libcublas.so.12")
+    site = venv / "lib/python3.12/site-packages"
+    loads = [site / "nvidia/cublas/lib/libcublasLt.so.12", site / "nvidia/curand/lib/libcurand.so.10",
+             site / "nvidia/cufft/lib/libcufft.so.11", site / "nvidia/cuda_runtime/lib/libcudart.so.12"]
+    assert "libcublas.so.12" in real(provider, loads)
+    (f,) = [f for f in rules(audit(venv, policy=host_policy(tmp_path)))["gpu-init-library-missing"]
+            if f.file == str(provider)]
+    assert f.fields["tree_copies"] == [str(elsewhere)] and "install" not in f.message

@@ -72,7 +72,10 @@ def judge_provider_loads(processes: list[Process], findings: Findings, providers
             rescue = next((u for u in unions if proc.name in u.frameworks and not any(
                 c.root.real == chain.root.real for c, _, _ in u.failed)), None)
             owner = next((d for d in dists if d.key in ("onnxruntime-gpu", "onnxruntime")), None)
-            unrequired = [n for n in names if owner is not None and (package := library_package(n)) is not None
+            # Never "install" what the tree holds: a copy its search and preload_dlls() miss is named above.
+            held_names = {n for n in names if any(inside(c) for c in providers.get(n, []))}
+            unrequired = [n for n in names if n not in held_names and owner is not None
+                          and (package := library_package(n)) is not None
                           and not any(r == package[1].replace("-cuXX", "") or r.startswith(
                               package[1].replace("-cuXX", "") + "-cu") for r in owner.requires)]
             extra = (f"; {owner.name} {owner.version} requires no distribution that installs "
