@@ -7,12 +7,14 @@ import os
 
 from closure_audit.findings.policy import Policy, parse_policy
 from closure_audit.ops.audit import audit as run_audit
-from closure_audit.targets import resolve_target
+from closure_audit.targets import resolve_target, scope_of
 
 
-def audit(*targets, policy: Policy | None = None, **kw):
+def audit(*targets, policy: Policy | None = None, root=None, **kw):
     """The audit of the targets, resolved first as commands/ resolve them."""
-    return run_audit([resolve_target(str(t), installables=False).path for t in targets], policy or Policy(), **kw)[0]
+    scope = scope_of([resolve_target(str(t), installables=False) for t in targets],
+                     root=None if root is None else str(root))
+    return run_audit(scope, policy or Policy(), **kw)[0]
 
 
 def rules(report) -> dict[str, list]:

@@ -28,8 +28,9 @@ class Rule(namedtuple("Rule", "id nix tree fields summary")):
 
     __slots__ = ()
 
-    def default(self, mode: str) -> str | None:
-        return self.nix if mode == "nix-store" else self.tree
+    def default(self, mode) -> str | None:
+        """The default severity in a modes.Mode."""
+        return self.nix if mode.nix else self.tree
 
 
 _RULES = (

@@ -33,6 +33,7 @@ from ..loader.chains import resolve
 from ..loader.preloads import read_preloads, site_dirs
 from ..loader.preloads.triton import libcuda_search
 from ..loader.process import UNION, build_processes
+from ..modes import TREE, Mode
 from ..nix.storepath import store_dir
 from .found import check_found
 
@@ -63,11 +64,11 @@ class Report:
         return has_error(self.findings)
 
 
-def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/"):
+def environment(mode: Mode, roots: tuple[str, ...], policy, host_root: str = "/"):
     """What the loader model assumes of the machine, from the policy; the
     host's directories are those of the host under `host_root`."""
     host_dirs = ()
-    if mode == "tree":
+    if mode.tree:
         host_dirs = (default_host_dirs(host_root) if policy.host_dirs is None else
                      tuple(Root(host_root).here(d) for d in policy.host_dirs))
     return Environment(
@@ -78,10 +79,9 @@ def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/")
     )
 
 
-def audit(targets: list[str], policy, root: str | None = None,
-          progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
+def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
           host_root: str = "/", symbols: bool = False, import_order: tuple[str, ...] | None = None):
-    """Read, resolve, judge: (the report, the loader that resolved it). With
+    """Read, resolve, judge a targets.Scope: (the report, the loader that resolved it). With
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
     or none that is valid, is an error: nothing would have been audited.
@@ -95,7 +95,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     # the walk goes on; a wheel's members, streamed, after it.
     names = NameReader()
     try:
-        walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
+        walked = walk_targets(scope, ignore=policy.ignored if policy.ignore_paths else None,
                               progress=progress,
                               found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic
                               and os.path.isfile(path) else None)
@@ -117,7 +117,7 @@ def audit(targets: list[str], policy, root: str | None = None,
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
     processes, unread, installed, dists = [], [], {}, []
-    if env.mode == "tree":
+    if not env.nix:
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads, import_order), preloads.notes
         inside = lambda p: env.in_tree(loader.realpath(p))  # noqa: E731
@@ -206,7 +206,7 @@ def interpreter(loader, walked) -> list:
             continue
         if elf is not None and elf.has_dynamic:
             if path == sys.executable and loader.env.nix:
-                loader = ld.Loader(Environment(mode="tree", host_dirs=default_host_dirs()))
+                loader = ld.Loader(Environment(mode=TREE, host_dirs=default_host_dirs()))
             return loader.chain(real, elf).objects
     return []
 
