@@ -30,3 +30,15 @@ def host_policy(host_dir, **extra) -> Policy:
     libc_dirs = [d for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64")
                  if os.path.exists(os.path.join(d, "libc.so.6"))]
     return parse_policy({"host": {"directories": [str(host_dir), *libc_dirs], **extra}})
+
+
+SITE = "venv/lib/python3.12/site-packages"
+
+
+def venv(root):
+    """root/venv made a venv (its pyvenv.cfg): its site-packages, relative to
+    root (for the `build` fixture) and absolute."""
+    (root / "venv").mkdir(exist_ok=True)
+    (root / "venv/pyvenv.cfg").write_text("home = /usr/bin\n")
+    (root / SITE).mkdir(parents=True, exist_ok=True)
+    return SITE, root / SITE

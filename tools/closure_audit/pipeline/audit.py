@@ -14,9 +14,11 @@ from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
 from ..errors import TargetError
+from ..elf.releases import Releases, read_builds
+from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
-from ..findings.gpu_init import judge_gpu_init
+from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -29,6 +31,7 @@ from ..loader.environment import Environment, default_host_dirs
 from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads, site_dirs
+from ..loader.preloads.triton import libcuda_search
 from ..loader.process import UNION, build_processes
 from ..modes import TREE, Mode
 from ..nix.storepath import store_dir
@@ -113,7 +116,7 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
-    processes, unread, installed = [], [], {}
+    processes, unread, installed, dists = [], [], {}, []
     if not env.nix:
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads, import_order), preloads.notes
@@ -125,12 +128,23 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
         dists = [(site, read_distributions(site)) for site in sites]
         judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
+        judge_provider_loads(processes, findings, resolved.providers, inside, [d for _, ds in dists for d in ds])
         installed = installed_files(dists)
+    else:
+        judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
+    releases = Releases(dists)
+    edges = [(o.real, loader.realpath(r.path)) for c in resolved.chains for o in c.objects
+             for r in o.resolutions if r.path is not None]
+    judge_pairs(edges + [(r.file, loader.realpath(r.path)) for r in opened.rows if r.path is not None],
+                processes, releases, findings)
+    if dists:
+        judge_builds(processes, read_builds([s for s, _ in dists], [d for _, ds in dists for d in ds]),
+                     releases, findings)
     check_symbols(loader, resolved.chains, walked, findings, symbols, [p.link_map for p in processes])
     explanations = []
     if closure is not None:
