@@ -283,7 +283,9 @@ def test_the_judge_reads_nothing(tmp_path, build, gpu_lib, monkeypatch):
         return judge(*args)
 
     monkeypatch.setattr(op, "judge_doctor", judging)
-    result = op.run(op.Options(str(h.root), [str(tree)], parse_policy({})))
+    from closure_audit.targets import resolve_target, scopes_by_mode
+
+    result = op.run(op.Options(str(h.root), scopes_by_mode([resolve_target(str(tree))]), parse_policy({})))
     assert [f.rule for f in result.findings if f.rule == "no-kernel-image"] == ["no-kernel-image"]
 
 

@@ -115,7 +115,7 @@ def test_build_is_suggested_only_where_building_helps(tmp_path):
     ("szie", "unknown command 'szie' (did you mean size?)"),
     ("docter", "unknown command 'docter' (did you mean doctor?)"),
     ("frobnicate", "unknown command 'frobnicate' (commands: audit, why, size, diff, gate, archs, report, "
-                   "doctor, why-build, trace; or an existing path to audit)"),
+                   "doctor, why-build, trace, survey; or an existing path to audit)"),
 ])
 def test_a_mistyped_command_is_named(tmp_path, word, message):
     p = run_cli(word, "x", cwd=tmp_path)
@@ -303,6 +303,7 @@ def test_an_audit_shows_its_errors_first_and_summarises_what_may_be_opened(many_
 
 def test_the_wheel_progress_ends_at_the_summary_count(build, tmp_path):
     from closure_audit.elf.walk import walk_targets
+    from closure_audit.targets import resolve_target, scope_of
 
     lib = build.lib("libA.so")
     wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
@@ -311,6 +312,6 @@ def test_the_wheel_progress_ends_at_the_summary_count(build, tmp_path):
         for i in range(700):
             z.writestr(f"pkg/data/{i}.txt", b"x")
     shown = []
-    walked = walk_targets([str(wheel)], progress=shown.append)
+    walked = walk_targets(scope_of([resolve_target(str(wheel))]), progress=shown.append)
     assert shown[-1] == walked.scan.files == 701
     assert shown == sorted(shown)

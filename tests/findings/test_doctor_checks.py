@@ -9,6 +9,7 @@ from closure_audit.findings.collector import Findings
 from closure_audit.findings.doctor import DriverUse, TargetFacts, judge_doctor
 from closure_audit.findings.policy import parse_policy
 from closure_audit.host.probe import DriverLibrary, Gpu, Host
+from closure_audit.modes import TREE
 
 LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 
@@ -20,7 +21,7 @@ def host(driver: str | None = "580.82.07", kernel: str | None = "580.82.07", gpu
 
 
 def tree(needs=(), runtime_missing=None) -> TargetFacts:
-    return TargetFacts(targets=["/venv"], mode="tree",
+    return TargetFacts(targets=["/venv"], mode=TREE,
                        driver=DriverUse(objects=["/venv/libtorch_cuda.so"], driver_dirs=[], without=[], bundled=[],
                                         reached=[]),
                        needs=list(needs), runtime_missing=runtime_missing or {}, compat=None, gpu_code={})

@@ -10,11 +10,10 @@ import subprocess
 
 import pytest
 
+from audits import audit
 from conftest import run_cli, validate
-from closure_audit.ops.audit import audit
 from closure_audit.elf.reader import read_elf
 from closure_audit.elf.strings import NoteEntry, names_in, read_names
-from closure_audit.findings.policy import Policy
 from closure_audit.loader import dlopen
 from closure_audit.loader import model as ld
 from closure_audit.loader.environment import Environment, default_host_dirs
@@ -152,7 +151,7 @@ def test_store_opener_without_driver_directory(build, monkeypatch):
     monkeypatch.setenv("NIX_STORE_DIR", str(store))
     lib = opener(build, "store/aaaa-cublas/lib/libcublas.so.13", ["libcuda.so", "libcuda.so.1",
                                                                  "libnvidia-ml.so.1"])
-    report, _ = audit([str(store / "aaaa-cublas")], Policy())
+    report = audit(store / "aaaa-cublas")
     (f,) = by_rule(report)["missing-driver-runpath"]
     assert f.file == str(lib) and f.severity == "error"
     assert (f.fields["needed"], f.fields["string"]) == ("libcuda.so.1", "libcuda.so.1")
@@ -160,7 +159,7 @@ def test_store_opener_without_driver_directory(build, monkeypatch):
     assert lib.read_bytes()[f.fields["offset"]:].startswith(b"libcuda.so.1\0")
     # With the driver directory in its runpath, the same library passes.
     build.patch(lib, "--set-rpath", "/run/opengl-driver/lib")
-    report, _ = audit([str(store / "aaaa-cublas")], Policy())
+    report = audit(store / "aaaa-cublas")
     assert not report.failed, [f.message for f in report.findings]
     assert {(r.name, r.how) for r in report.opened} == {("libcuda.so.1", ld.DRIVER), ("libnvidia-ml.so.1", ld.DRIVER)}
 
@@ -171,7 +170,7 @@ def test_toolkit_optional_and_unknown_names_in_a_tree(build):
     lt = opener(build, "nvidia/cu13/lib/libcublasLt.so.13",
                 ["libnvrtc.so.13", "libnvJitLink.so.13", "libibverbs.so.1", "libmystery.so.4"],
                 runpath=["$ORIGIN"])
-    report, _ = audit([str(build.root)], Policy())
+    report = audit(build.root)
     rules = by_rule(report)
     (f,) = rules["unresolved-dlopen-library"]
     assert (f.file, f.fields["needed"], f.severity) == (str(lt), "libnvJitLink.so.13", "error")
@@ -194,7 +193,7 @@ def test_toolkit_optional_and_unknown_names_in_a_tree(build):
 
 def test_an_optional_name_never_fails(build):
     opener(build, "lib/libnccl.so.2", ["libibverbs.so.1", "libgdrapi.so.2", "libmlx5.so"], runpath=["$ORIGIN"])
-    report, _ = audit([str(build.root)], Policy())
+    report = audit(build.root)
     assert not report.failed
     assert {f.rule for f in report.findings} == {"optional-dlopen-library"}
 
@@ -239,7 +238,7 @@ def test_dlopen_note_priorities_judge_what_is_missing(build):
     build.lib("lib/libpresent.so.2")
     lib = build.lib("lib/libnoted.so.1", code=note_code(NOTE, strings=["libnvrtc.so.13", "libmystery.so.4"]),
                     runpath=["$ORIGIN"])
-    report, _ = audit([str(build.root)], Policy())
+    report = audit(build.root)
     rules = by_rule(report)
     (f,) = rules["unresolved-dlopen-library"]
     assert (f.file, f.severity, f.fields["needed"], f.fields["priority"], f.fields["feature"]) == (
@@ -262,7 +261,7 @@ def test_dlopen_note_priorities_judge_what_is_missing(build):
 
 def test_an_unreadable_dlopen_note_is_reported(build):
     build.lib("lib/libbad.so.1", code=note_code(None, raw=b'[{"soname": "libnvrtc.so.13"'))
-    report, _ = audit([str(build.root)], Policy())
+    report = audit(build.root)
     (f,) = by_rule(report)["invalid-elf"]
     assert "dlopen note" in f.message and "not JSON" in f.message
 
@@ -280,7 +279,7 @@ def test_a_name_without_a_version_is_not_its_versioned_file(build, case):
     exe = build.exe("bin/app", code=MAIN, links=[lib], runpath=["$ORIGIN/../lib"])
     assert real_dlopen(exe) == 0  # the real dlopen failed
     assert model_dlopen(exe, lib) == [ld.NOT_FOUND]
-    report, _ = audit([str(build.root)], Policy())
+    report = audit(build.root)
     row = next(r for r in report.opened if r.name == "libzzzrt.so")
     assert row.how == ld.NOT_FOUND
     rules = by_rule(report)
@@ -299,7 +298,7 @@ def test_a_plugin_declared_in_a_dlopen_note_takes_the_notes_feature(build):
     build.lib("lib/libhost.so.1", runpath=["$ORIGIN"], code=note_code(
         [{"soname": ["libplug.so.1"], "priority": "suggested", "feature": "widgets"}]))
     shutil.rmtree(build.root / "gone")
-    report, _ = audit([str(build.root / "lib")], Policy())
+    report = audit(build.root / "lib")
     (f,) = by_rule(report)["plugin-unresolved-library"]
     assert (f.file, f.fields["needed"], f.fields["feature"], f.severity) == (
         str(plug), "libwidgetkit.so.2", "widgets", "warning")

@@ -1,16 +1,18 @@
 """What users read, pinned: the terminal and JSON output of audit, why,
-size, diff, gate, archs and doctor on fixtures, compared with
+size, diff, gate, archs, doctor and why-build on fixtures, compared with
 tests/snapshots/ (support/snapshots.py). A deliberate change of wording or of
 a figure is made with `pytest --update-snapshots` and reviewed as a diff.
 
 The closure commands read synthetic path-info dumps (support/synthetic.py:
 the same paths and sizes on every machine); audit a tree gcc builds; doctor
-a fake NixOS host; archs a fat binary nvcc builds."""
+a fake NixOS host; archs a fat binary nvcc builds; why-build derivations
+Nix builds into a file:// cache."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -19,7 +21,9 @@ import snapshots
 import synthetic
 from conftest import run_cli
 from cudagen import Nvcc, find_nvcc, gencode
+from nixstore import NIX_FLAGS, needs_nix
 from parts import needs
+from whybuild import VARIANTS, instantiate
 
 COLUMNS = {"COLUMNS": "100", "NO_COLOR": "1"}
 
@@ -115,3 +119,33 @@ def test_a_changed_output_fails_and_the_flag_rewrites_it(tmp_path, monkeypatch):
     snapshots.check(Request(True), "x.txt", "one\nthree\n")
     snapshots.check(Request(True), "y.txt", "new\n")
     assert (tmp_path / "x.txt").read_text() == "one\nthree\n" and (tmp_path / "y.txt").read_text() == "new\n"
+
+
+@pytest.fixture(scope="module")
+def whybuild_cache(tmp_path_factory):
+    """why-build's derivations with a fixed tag (the same store paths on every
+    machine), built, copied to an uncompressed file:// cache (its sizes are
+    the NARs' own, whatever compressor a Nix has) and deleted from the store."""
+    tmp = tmp_path_factory.mktemp("whybuild")
+    expr = tmp / "variants.nix"
+    expr.write_text(VARIANTS)
+    ref = instantiate(expr, "snapshot")
+    built = subprocess.run(["nix-build", ref, "--no-out-link", "--option", "substituters", ""],
+                           capture_output=True, text=True, check=True).stdout.split()
+    cache = tmp / "cache"
+    subprocess.run(["nix", *NIX_FLAGS, "copy", "--to", f"file://{cache}?compression=none", *built], check=True,
+                   capture_output=True)
+    closure = subprocess.run(["nix-store", "--query", "--requisites", *built], capture_output=True, text=True,
+                             check=True).stdout.split()
+    subprocess.run(["nix-store", "--delete", *closure], check=True, capture_output=True)
+    return {"expr": expr, "ref": ref, "cache": cache, "places": {str(tmp): "<tmp>"}}
+
+
+@needs_nix
+def test_why_build(request, whybuild_cache, tmp_path, monkeypatch):
+    """Narrowed capabilities: what Nix builds instead of fetching, and the setting behind it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    w = whybuild_cache
+    target = instantiate(w["expr"], "snapshot", caps="8.9")
+    shown(request, "why-build", ["why-build", target, "--like", w["ref"], "--store", f"file://{w['cache']}"],
+          w["places"], env={"XDG_CACHE_HOME": str(tmp_path / "xdg")})

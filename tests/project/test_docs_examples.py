@@ -5,6 +5,7 @@ files the examples name beside it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -34,7 +35,8 @@ def first_example(command: str) -> tuple[str, int, list[str]]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A directory holding `result` (a store closure with forbidden paths), the
-    budgets file of ci/, and a gate report saved as a baseline."""
+    budgets file of ci/, a gate report saved as a baseline, and an evaluation
+    of `result` as nix-eval-jobs writes one."""
     d = tmp_path_factory.mktemp("examples")
     (d / "result").symlink_to(nix_build(d, FIXTURE, attr="torch")[0])
     (d / "ci").mkdir()
@@ -43,6 +45,9 @@ def workdir(tmp_path_factory):
     p = run_cli("gate", "--budgets", "ci/closure-budgets.toml", "--target", "torch=./result", "--json", cwd=d)
     assert p.returncode in (0, 1), p.stderr
     (d / "baseline/gate.json").write_text(p.stdout)
+    # survey's evaluation: one job, nix-eval-jobs' line for that closure.
+    job = {"attr": "torch", "attrPath": ["torch"], "outputs": {"out": os.path.realpath(d / "result")}}
+    (d / "eval.jsonl").write_text(json.dumps(job) + "\n")
     return d
 
 

@@ -49,6 +49,8 @@ COMMANDS = {
     "why-build": "what Nix will build instead of download for TARGET, and (with --like) the setting that "
                  "caused it",
     "trace": "run a command and list what the real loader loaded, from where, and what is wrong with it",
+    "survey": "judge every job of an evaluation (nix-eval-jobs lines): closures, forbidden paths, GPU code, "
+              "regressions against an earlier survey",
 }
 
 

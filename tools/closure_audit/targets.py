@@ -1,7 +1,10 @@
 """What the user named, resolved once, at the door: only commands/ (and
 cli) call the resolver. A target (a path, a result link, an installable, a
 saved closure, a wheel, a derivation) becomes a Target that says what kind of
-thing it is; ops/ and the read layers take Targets or plain paths."""
+thing it is; the targets an audit reads together become a Scope that says
+how it reads them (modes.NIX_STORE or modes.TREE) and the trees their
+libraries must resolve in. ops/ and the layers below take Targets and Scopes
+and never tell a kind or a mode again (tests/project/test_targets_once.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import re
 from collections import namedtuple
 
 from .errors import DerivationError, TargetError
+from .modes import NIX_STORE, TREE as TREE_MODE, Mode
 from .nix.installables import derivation_of, deriver_of, output_path
 from .nix.storepath import store_dir, top_store_path
 from .util import is_wheel
@@ -30,6 +34,16 @@ class Target(namedtuple("Target", "given path store_path kind")):
     dataclasses and typing modules (docs/engineering/scale.md)."""
 
     __slots__ = ()
+
+    @property
+    def in_store(self) -> bool:
+        """Audited in nix-store mode: anything under the store directory but
+        a wheel, which is the tree pip would unpack, wherever it lies."""
+        return self.kind != WHEEL and self.path.startswith(store_dir() + "/")
+
+    @property
+    def is_dump(self) -> bool:
+        return self.kind == DUMP
 
     def closure_root(self) -> str:
         """The store path whose closure the target names."""
@@ -102,3 +116,49 @@ def resolve_derivation(target: str) -> Target:
         raise nowhere(target)
     path = derivation_of(target)
     return Target(target, path, path, DERIVATION)
+
+
+class Scope(namedtuple("Scope", "targets paths mode roots unrooted")):
+    """The targets one audit reads together: the Targets, their real paths,
+    the Mode, the trees libraries must resolve in (--root, else each target's
+    venv, conda env or site-packages, or the directory or wheel itself), and
+    the file targets in tree mode whose tree could not be told."""
+
+    __slots__ = ()
+
+
+def scope_of(targets: list[Target], root: str | None = None) -> Scope:
+    """The Scope of resolved targets; store paths and trees do not mix."""
+    if not targets:
+        raise TargetError("no target given")
+    from .elf.walk import tree_root_for_file  # reads the directories above a file: only for an audit
+
+    modes: set[Mode] = set()
+    roots: list[str] = []
+    unrooted: list[str] = []
+    for t in targets:
+        modes.add(NIX_STORE if t.in_store else TREE_MODE)
+        if os.path.isdir(t.path) or t.kind == WHEEL:
+            roots.append(t.path)
+        else:
+            found = tree_root_for_file(t.path)
+            if found is None:
+                unrooted.append(t.path)
+            roots.append(found or os.path.dirname(t.path))
+    if len(modes) > 1:
+        raise TargetError("targets mix Nix store paths and other trees; audit them in separate runs")
+    mode = modes.pop()
+    if root is not None:
+        if not os.path.isdir(root):
+            raise TargetError(f"--root is not a directory: {root}")
+        roots = [os.path.realpath(root)] + [t.path for t in targets if t.kind == WHEEL]
+        unrooted = []
+    return Scope(targets, [t.path for t in targets], mode, tuple(dict.fromkeys(roots)),
+                 tuple(unrooted) if mode.tree else ())
+
+
+def scopes_by_mode(targets: list[Target]) -> list[Scope]:
+    """The targets in the groups one audit can take: store paths, then trees
+    (a venv, a conda env, a wheel), each judged on its own (doctor)."""
+    groups = [[t for t in targets if t.in_store], [t for t in targets if not t.in_store]]
+    return [scope_of(g) for g in groups if g]

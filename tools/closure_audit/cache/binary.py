@@ -204,6 +204,42 @@ class BinaryCache:
                         flight.start(ref, self.anarinfo(ref, path))
         return found
 
+    def narinfos_each(self, roots: list[str]) -> tuple[dict[str, NarInfo], dict[str, str]]:
+        """As narinfos(), for many closures at once (survey): a path whose
+        narinfo cannot be had does not end the walk but is set aside with
+        its one-line reason; what it references is not walked through it.
+        Returns (narinfo of each path read, reason of each path not read)."""
+        from .flight import drive
+
+        with self.writing_behind():
+            return drive(self._walk_each(roots), [self.transport])
+
+    async def _walk_each(self, roots: list[str]):
+        from .flight import InFlight
+
+        found: dict[str, NarInfo] = {}
+        failed: dict[str, str] = {}
+        seen = set(roots)
+        async with InFlight() as flight:
+            for r in roots:
+                flight.start(r, self._either(r, None))
+            async for path, (info, why) in flight:
+                if info is None:
+                    failed[path] = why
+                    continue
+                found[path] = info
+                for ref in info.references:
+                    if ref not in seen:
+                        seen.add(ref)
+                        flight.start(ref, self._either(ref, path))
+        return found, failed
+
+    async def _either(self, path: str, referrer: str | None) -> tuple[NarInfo | None, str | None]:
+        try:
+            return await self.anarinfo(path, referrer), None
+        except ClosureError as exc:
+            return None, str(exc)
+
     def closure(self, roots: list[str]):
         # graph.py brings numpy (a quarter of a second to import), which why-build, asking only narinfos, never needs.
         from ..closure.graph import Closure, build_graph

@@ -29,6 +29,7 @@ from ..nix.storepath import top_store_path
 from .binary import BinaryCache
 from ..closure.evidence import CONTEXT, Evidence, Scanner
 from .nar import NarReader, decompressed
+from ..modes import NIX_STORE
 
 _MAX_PASSES = 8
 _MAX_LINKS = 40
@@ -248,7 +249,7 @@ class CacheScanner(Scanner):
     def __init__(self, cache: BinaryCache, store_dir: str):
         self.view = StoreView(cache, store_dir)
         super().__init__(store_dir, workers=1,
-                         loader=Loader(Environment(mode="nix-store", store_dir=store_dir),
+                         loader=Loader(Environment(mode=NIX_STORE, store_dir=store_dir),
                                        files=NarFiles(self.view)))
 
     def scan_all(self, wanted: dict[str, dict[str, str]]) -> dict[str, dict[str, Evidence]]:

@@ -48,8 +48,9 @@ def _connect(path: str, mode: str) -> sqlite3.Connection:
 
 
 class KeptNarinfos:
-    def __init__(self, cache_dir: str, url: str):
-        self.path = os.path.join(cache_dir, FILE)
+    def __init__(self, cache_dir: str, url: str, file: str = FILE):
+        """`file`: another database of the same layout (survey's results, keyed by their own digests)."""
+        self.path = os.path.join(cache_dir, file)
         self.cache = hashlib.sha256(url.encode()).hexdigest()[:20]
         # A database that is not there yet holds nothing: a cold run looks nothing up.
         self._readable = os.path.exists(self.path)

@@ -25,6 +25,7 @@ from ..elf.reader import ELF_MAGIC, InvalidElf, parse_elf
 from ..loader.environment import Environment
 from ..loader.model import RPATH, RUNPATH, Loader
 from ..elf.search import search_files
+from ..modes import NIX_STORE
 
 KINDS = ("runpath-used", "runpath-unused", "needed", "interpreter", "symlink", "elf-string", "text")
 KIND_RANK = {k: i for i, k in enumerate(KINDS)}
@@ -97,7 +98,7 @@ class Scanner:
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         self.progress = progress
         self.bytes_scanned = 0
-        self.loader = loader or Loader(Environment(mode="nix-store", store_dir=store_dir))
+        self.loader = loader or Loader(Environment(mode=NIX_STORE, store_dir=store_dir))
 
     def scan(self, referrer: str, targets: dict[str, str]) -> dict[str, Evidence]:
         """`targets` maps hash part -> referenced path. Returns evidence per path."""

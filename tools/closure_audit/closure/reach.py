@@ -229,3 +229,15 @@ def column_sums(bits: np.ndarray, weights: np.ndarray, columns: int) -> np.ndarr
                 np.add.at(per_value[8 * k + b], octets[:, b], weights)
     has_bit = (np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1  # value, bit -> 0/1
     return (per_value @ has_bit).ravel()[:columns]  # byte column b, bit i -> bit column 8b + i
+
+
+def induced(ptr: np.ndarray, targets: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of the graph restricted to `nodes`, sorted indices closed under
+    references (a closure), each renumbered by its place in `nodes`: a job's
+    closure taken out of the union of many (survey), to be judged alone."""
+    refs, counts = gather(ptr, targets, nodes)
+    rank = np.full(len(ptr) - 1, -1, dtype=np.int64)
+    rank[nodes] = np.arange(len(nodes), dtype=np.int64)
+    sub_ptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+    np.cumsum(counts, out=sub_ptr[1:])
+    return sub_ptr, rank[refs]

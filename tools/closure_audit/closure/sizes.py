@@ -29,6 +29,11 @@ from .reach import UNREACHED, breadth_first, column_sums, condense, reached_by
 
 CHUNK = 2048  # paths whose closure sizes one pass computes: 256 bytes of bits per path of the graph
 WORKERS = 8  # passes at once, at most: about 100 MB each at 100,000 paths
+# Closure sizes a dump lacks are found by reaching from each such path over
+# bits of every path: (paths without one) x (paths) / 64 word steps in all. Past
+# this many, every path's closure size (`size --all`) is refused up front: at a
+# million paths it would run for hours; 100,000 take a few seconds.
+MAX_STEPS = 2_000_000_000
 
 
 @dataclass
@@ -141,6 +146,13 @@ def added_sizes_of(closure: Closure, paths: list[str]) -> dict[str, int]:
         if whole.reached[i]:
             out[p] = total - int(g.nar[breadth_first(g.ptr, g.targets, closure.root_ids, avoid=i).order].sum())
     return out
+
+
+def steps_for_every_closure_size(closure: Closure) -> tuple[int, int]:
+    """(paths whose closure size the dump lacks, word steps to compute them all)."""
+    g = closure.graph
+    missing = int((g.nix_closure < 0).sum())
+    return missing, missing * len(g.paths) // 64
 
 
 def closure_sizes(closure: Closure, rows: np.ndarray) -> np.ndarray:

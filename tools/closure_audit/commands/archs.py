@@ -9,7 +9,7 @@ from .. import output
 from ..cuda.request import from_nix_config, make_request
 from ..errors import UsageError
 from ..output import progress
-from ..targets import resolve_target
+from ..targets import resolve_target, scope_of
 from . import options
 
 
@@ -70,6 +70,6 @@ def run(args) -> int:
         targets, roots = [p for p in closure.paths if closure.on_disk(p)], closure.roots
     elif args.build:
         raise UsageError("--build needs --closure")
-    targets = [resolve_target(t, installables=False).path for t in targets]
-    result = archs.run(archs.Options(targets, policy, request, args.deep, args.kernels, roots), progress.progress)
+    scope = scope_of([resolve_target(t, installables=False) for t in targets])
+    result = archs.run(archs.Options(scope, policy, request, args.deep, args.kernels, roots), progress.progress)
     return output.show(result, json=args.json)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import output
 from ..errors import UsageError
 from ..output import progress
-from ..targets import resolve_target
+from ..targets import resolve_target, scope_of
 from . import options
 
 
@@ -43,8 +43,8 @@ def run(args) -> int:
         if not all(d.startswith("/") for d in args.driver_dir):
             raise UsageError("--driver-dir must be an absolute path")
         policy = policy._replace(driver_dirs=tuple(args.driver_dir))
-    targets = [resolve_target(t, args.build) for t in args.targets]
-    result = audit.run(audit.Options(targets, policy, args.path_info, args.root, args.tree, args.opened,
-                                     args.symbols, args.import_order), progress.progress)
+    scope = scope_of([resolve_target(t, args.build) for t in args.targets], root=args.root)
+    result = audit.run(audit.Options(scope, policy, args.path_info, args.tree, args.opened, args.symbols,
+                                     args.import_order), progress.progress)
     return output.show(result, json=args.json)
 

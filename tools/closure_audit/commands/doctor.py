@@ -14,7 +14,7 @@ import sys
 from .. import output
 from ..errors import UsageError
 from ..output import progress
-from ..targets import resolve_target
+from ..targets import resolve_target, scopes_by_mode
 from . import options
 
 
@@ -45,7 +45,7 @@ def run(args) -> int:
     if not os.path.isdir(root):
         raise UsageError(f"{flag} is not a directory: {root}")
     policy = options.load_policy(args)
-    targets = [resolve_target(t, args.build).path for t in args.targets]
-    result = doctor.run(doctor.Options(root, targets, policy), progress.progress)
+    scopes = scopes_by_mode([resolve_target(t, args.build) for t in args.targets])
+    result = doctor.run(doctor.Options(root, scopes, policy), progress.progress)
     return output.show(result, json=args.json)
 

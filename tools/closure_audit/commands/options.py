@@ -8,7 +8,7 @@ from ..cache import HTTP_CONNECTIONS
 from ..closure import CLOSURE_TARGETS
 from ..errors import UsageError
 from ..findings import policy
-from ..targets import DUMP, resolve_target
+from ..targets import resolve_target
 
 
 def add_json(p: argparse.ArgumentParser) -> None:
@@ -70,6 +70,17 @@ def add_cache_options(p: argparse.ArgumentParser, scope: str = "with --store") -
 def open_store(args, evidence: bool):
     """A function reading closures from the binary cache of --store, or None
     without --store. `evidence`: whether the NARs are streamed for evidence."""
+    cache = open_cache(args)
+    if cache is None:
+        return None
+    from ..cache.evidence import read_closure
+
+    return lambda roots: read_closure(cache, roots, evidence)
+
+
+def open_cache(args):
+    """The binary cache of --store (cache.binary.BinaryCache), or None
+    without --store, where the options that go with it are refused."""
     if args.store is None:
         for flag, given in (("--trusted-public-keys", args.trusted_public_keys is not None),
                             ("--refresh", args.refresh), ("--http-connections", args.http_connections is not None),
@@ -83,12 +94,10 @@ def open_store(args, evidence: bool):
     if getattr(args, "build", False):
         raise UsageError("--store reads closures from the binary cache: nothing is built (no --build)")
     from ..cache.binary import BinaryCache
-    from ..cache.evidence import read_closure
     from ..cache.signatures import parse_public_keys
 
     keys = None if args.trusted_public_keys is None else parse_public_keys(args.trusted_public_keys)
-    cache = BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
-    return lambda roots: read_closure(cache, roots, evidence)
+    return BinaryCache(args.store, keys, workers=connections, refresh=args.refresh)
 
 
 def http_connections(args) -> int:
@@ -115,7 +124,7 @@ def read_closure(target: str | list[str] | None, path_info: str | None, build: b
     if not targets:
         raise UsageError("a TARGET or --path-info FILE is required")
     resolved = [resolve_target(t, build, closure=True) for t in targets]
-    if len(resolved) == 1 and resolved[0].kind == DUMP:
+    if len(resolved) == 1 and resolved[0].is_dump:
         return load_dump(resolved[0].given, [])
     return load_closure([t.closure_root() for t in resolved])
 

@@ -5,9 +5,11 @@ COMMAND under glibc's loader debugging and report what the real loader did
 from __future__ import annotations
 
 import argparse
+import os
 
 from .. import output
 from ..errors import UsageError
+from ..targets import resolve_target, scope_of
 from . import options
 
 
@@ -37,6 +39,11 @@ def run(args) -> int:
         raise UsageError("trace needs a command: closure-audit trace -- COMMAND [ARG...]")
     if args.import_order and not args.against:
         raise UsageError("--import-order orders the model's union process, which only --against TREE builds")
-    result = trace.run(trace.Options(command, args.against, options.load_policy(args), args.json,
+    against = None
+    if args.against:
+        if not os.path.isdir(args.against):
+            raise UsageError(f"--against is not a directory: {args.against}")
+        against = scope_of([resolve_target(args.against, installables=False)], root=args.against)
+    result = trace.run(trace.Options(command, against, options.load_policy(args), args.json,
                                      args.import_order))
     return output.show(result, json=args.json)

@@ -27,6 +27,8 @@ class Distribution:
     files: dict[str, str | None] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)  # site-relative path -> size, where RECORD gives one
     requires: set[str] = field(default_factory=set)  # normalized names of Requires-Dist
+    # normalized name -> the lowest version a Requires-Dist allows (==, ~=, >=): torch pins the cuDNN it was built with
+    minimums: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -39,6 +41,21 @@ def normalize(name: str) -> str:
 
 
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_MINIMUM = re.compile(r"(?:===?|~=|>=)\s*([0-9][0-9.]*)")
+
+
+_MAJOR = re.compile(r"-cu(\d+)$")
+
+
+def cuda_major(dist: Distribution) -> str | None:
+    """The CUDA major a distribution is built for: its -cuNN suffix, else the
+    version's major of an NVIDIA toolkit wheel (nvidia-cuda-runtime 13.0.96)."""
+    m = _MAJOR.search(dist.key)
+    if m:
+        return m[1]
+    if dist.key.startswith("nvidia-") and dist.version.split(".")[0].isdigit():
+        return dist.version.split(".")[0]
+    return None
 
 
 def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribution]:
@@ -78,6 +95,9 @@ def _metadata(dist: Distribution, path: str) -> None:
             m = _REQUIREMENT.match(value)
             if m:
                 dist.requires.add(normalize(m[1]))
+                low = _MINIMUM.search(value.split(";", 1)[0])
+                if low:
+                    dist.minimums.setdefault(normalize(m[1]), low[1].rstrip("."))
 
 
 def _record(dist: Distribution, path: str, site: str) -> None:
@@ -102,16 +122,24 @@ def _record(dist: Distribution, path: str, site: str) -> None:
 _DIGEST = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes in urlsafe base64, unpadded
 
 
+_HASHED: dict[tuple, str] = {}  # (path, inode, size, mtime): cuDNN's files are hashed once per audit, not per judge
+
+
 def sha256(path: str) -> str | None:
     """The file's SHA-256 (hex), or None where it cannot be read."""
     h = hashlib.sha256()
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+            if key in _HASHED:
+                return _HASHED[key]
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
     except OSError:
         return None
-    return h.hexdigest()
+    _HASHED[key] = h.hexdigest()
+    return _HASHED[key]
 
 
 def record_digest(hexdigest: str | None) -> str | None:

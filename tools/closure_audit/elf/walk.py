@@ -18,7 +18,6 @@ import stat
 from collections import namedtuple
 from collections.abc import Callable
 
-from ..errors import TargetError
 from ..nix.storepath import store_dir
 from ..util import is_wheel, under
 from .files import HostFiles
@@ -220,35 +219,6 @@ def _holds_dist_info(directory: str) -> bool:
         return False
 
 
-def tree_roots(reals: list[str], root: str | None = None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """The mode the targets (real paths) put an audit in, the trees libraries
-    must resolve in, and the file targets whose tree could not be told."""
-    if not reals:
-        raise TargetError("no target given")
-    store = store_dir()
-    modes, roots, unrooted = set(), [], []
-    for real in reals:
-        in_store = real.startswith(store + "/")
-        # A wheel is the tree pip would unpack, wherever it lies.
-        modes.add("nix-store" if in_store and not is_wheel(real) else "tree")
-        if os.path.isdir(real) or is_wheel(real):
-            roots.append(real)
-        else:
-            found = tree_root_for_file(real)
-            if found is None:
-                unrooted.append(real)
-            roots.append(found or os.path.dirname(real))
-    if len(modes) > 1:
-        raise TargetError("targets mix Nix store paths and other trees; audit them in separate runs")
-    if root is not None:
-        if not os.path.isdir(root):
-            raise TargetError(f"--root is not a directory: {root}")
-        roots = [os.path.realpath(root)] + [r for r in reals if is_wheel(r)]
-        unrooted = []
-    mode = modes.pop()
-    return mode, tuple(dict.fromkeys(roots)), tuple(unrooted) if mode == "tree" else ()
-
-
 class Walked(namedtuple("Walked", "targets mode roots scan scope files unrooted")):
     """The targets as real paths, their mode and tree roots, what the walk
     found (a Scan), the paths [ignore] patterns are relative to, the
@@ -258,16 +228,15 @@ class Walked(namedtuple("Walked", "targets mode roots scan scope files unrooted"
     __slots__ = ()
 
 
-def walk_targets(reals: list[str], *, root: str | None = None,
-                 ignore: Callable[[str, tuple[str, ...]], bool] | None = None,
+def walk_targets(scope, *, ignore: Callable[[str, tuple[str, ...]], bool] | None = None,
                  progress: Callable[[int], None] | None = None,
                  found: Callable[[str, ElfFile], None] | None = None) -> Walked:
-    """Read every ELF file of the targets, real paths (commands/ resolved
-    them). Links leading out of the targets are followed into the store (a
-    Nix profile), never out of a tree. `ignore(path, scope)` drops the files
-    a policy excludes."""
-    mode, roots, unrooted = tree_roots(reals, root)
-    if mode == "nix-store":
+    """Read every ELF file of a targets.Scope (commands/ resolved it). Links
+    leading out of the targets are followed into the store (a Nix profile),
+    never out of a tree. `ignore(path, scope)` drops the files a policy
+    excludes."""
+    reals, mode, roots, unrooted = scope.paths, scope.mode, scope.roots, scope.unrooted
+    if mode.nix:
         top = store_dir() + "/"
 
         def allow(path: str) -> bool:

@@ -8,6 +8,7 @@ findings are the same when their rule, file and scalar fields are.
 
 from __future__ import annotations
 
+from ..modes import Mode
 from .policy import Policy
 from .rules import SEVERITY_RANK, Finding
 
@@ -18,7 +19,7 @@ class Findings:
         judges of files; None for judges of closures, whose findings name store
         paths rather than files of a tree."""
         self.policy = policy
-        self.mode = mode
+        self.mode = Mode(mode)
         self.ignore_roots = ignore_roots
         self._items: list[Finding] = []
         self._seen: set[tuple] = set()

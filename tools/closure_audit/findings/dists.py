@@ -12,24 +12,9 @@ each RECORD; who loses, by the Requires-Dist of every distribution.
 from __future__ import annotations
 
 import os
-import re
 
-from ..elf.dists import Distribution, owners, record_digest, sha256
+from ..elf.dists import Distribution, cuda_major, owners, record_digest, sha256
 from .collector import Findings
-
-_MAJOR = re.compile(r"-cu(\d+)$")
-
-
-def cuda_major(dist: Distribution) -> str | None:
-    """The CUDA major a distribution is built for: its -cuNN suffix, else the
-    version's major of an NVIDIA toolkit wheel (nvidia-cuda-runtime 13.0.96)."""
-    m = _MAJOR.search(dist.key)
-    if m:
-        return m[1]
-    if dist.key.startswith("nvidia-") and dist.version.split(".")[0].isdigit():
-        return dist.version.split(".")[0]
-    return None
-
 
 def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: Findings) -> None:
     """One finding per pair of distributions claiming paths with different

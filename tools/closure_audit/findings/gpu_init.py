@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import os
 
+from ..cuda.libraries import install_hint, library_package
+from ..loader.environment import matches_any
+from ..loader.libraries import GLIBC_FAMILY
+from ..loader.model import NOT_FOUND
+from ..loader.preloads.onnxruntime import TRIGGER
 from ..loader.process import UNION, Process
 from .collector import Findings
 
@@ -42,3 +47,65 @@ def judge_gpu_init(processes: list[Process], findings: Findings, providers: dict
                          f"on the CPU, without an error{order}",
                          framework=proc.name, missing=names, tree_copies=[c[0] for c in copies.values() if c],
                          rescued_by=list(rescue.frameworks) if rescue is not None else None)
+
+
+def judge_provider_loads(processes: list[Process], findings: Findings, providers: dict[str, list[str]], inside,
+                         dists=()) -> None:
+    """A framework library loaded by path for the GPU (ONNX Runtime's CUDA
+    execution provider) whose load fails in its framework's process: its
+    needs found nowhere it or the process looks. onnxruntime then creates the
+    session on the CPU. Each missing name is checked against what the
+    framework's distribution requires: cuBLAS is in none of onnxruntime-gpu's
+    extras, so only the user's own install answers it."""
+    unions = [p for p in processes if p.name == UNION]
+    unions += [p.reverse for p in unions if p.reverse is not None]
+    for proc in processes:
+        if proc.name == UNION:
+            continue
+        for chain, _, _ in proc.failed:
+            preload = proc.preloaded.get(id(chain.root))
+            if preload is None or not os.path.basename(preload.path).startswith("libonnxruntime_providers_"):
+                continue
+            names = sorted({r.needed for o in chain.objects for r in o.resolutions if r.how == NOT_FOUND
+                            and not matches_any(r.needed, GLIBC_FAMILY)})
+            copies = [c for n in names for c in providers.get(n, []) if inside(c)]
+            rescue = next((u for u in unions if proc.name in u.frameworks and not any(
+                c.root.real == chain.root.real for c, _, _ in u.failed)), None)
+            owner = next((d for d in dists if d.key in ("onnxruntime-gpu", "onnxruntime")), None)
+            # Never "install" what the tree holds: a copy its search and preload_dlls() miss is named above.
+            held_names = {n for n in names if any(inside(c) for c in providers.get(n, []))}
+            unrequired = [n for n in names if n not in held_names and owner is not None
+                          and (package := library_package(n)) is not None
+                          and not any(r == package[1].replace("-cuXX", "") or r.startswith(
+                              package[1].replace("-cuXX", "") + "-cu") for r in owner.requires)]
+            extra = (f"; {owner.name} {owner.version} requires no distribution that installs "
+                     f"{', '.join(unrequired)} (none of its extras does): install "
+                     f"{', '.join(sorted({install_hint(n) for n in unrequired}))}" if unrequired else "")
+            held = f" (the tree holds {', '.join(copies)})" if copies else ""
+            elf = chain.root.elf
+            bare = "it has no RUNPATH or RPATH, and " if not elf.runpath and not elf.rpath else ""
+            order = (f"; imported as {', then '.join(rescue.frameworks)}, the libraries loaded before answer it"
+                     if rescue is not None else "")
+            findings.add("gpu-init-library-missing", chain.root.real,
+                         f"{proc.name}: at {preload.trigger}, {proc.name} loads {os.path.basename(chain.root.real)} "
+                         f"by path; {bare}{', '.join(names)} "
+                         f"{'is' if len(names) == 1 else 'are'} found neither "
+                         f"in its search path nor among what {TRIGGER} and the imports loaded first{held}: the load "
+                         f"fails and {proc.name} runs the session on the CPU{extra}{order}",
+                         framework=proc.name, missing=names, tree_copies=copies,
+                         rescued_by=list(rescue.frameworks) if rescue is not None else None)
+
+
+def judge_triton_libcuda(searches: list[tuple[str, str | None]], driver_dirs, findings: Findings) -> None:
+    """A Nix store path holding a Triton whose driver finds libcuda.so.1 with
+    `/sbin/ldconfig -p` (loader/preloads/triton.py): NixOS has no ld.so.cache
+    (and no /sbin/ldconfig outside an FHS environment), so Triton's first
+    kernel launch raises there, unless its variable names the driver's directory."""
+    for driver, variable in searches:
+        fix = (f": set {variable}={driver_dirs[0] if driver_dirs else '/run/opengl-driver/lib'} (the driver's "
+               f"directory), which Triton takes before ldconfig" if variable else
+               ": this Triton reads no variable that skips it, so only an ld.so.cache naming libcuda.so.1 answers it")
+        findings.add("triton-libcuda-ldconfig", driver,
+                     f"Triton's libcuda_dirs() finds libcuda.so.1 by running /sbin/ldconfig -p, which fails on NixOS "
+                     f"(no ld.so.cache): its first kernel launch raises{fix}",
+                     variable=variable, driver_dirs=list(driver_dirs))

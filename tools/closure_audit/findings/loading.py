@@ -14,7 +14,7 @@ import os
 
 from ..cuda.libraries import install_hint, library_package
 from ..loader import model as ld
-from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES
+from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES, OPTIONAL_LIBRARIES, PLUGIN_FEATURES, PLUGIN_OPENERS
 from ..loader.chains import Resolved
 from ..loader.environment import matches_any, split_search_path
 from ..loader.model import Chain, LoadedObject, Loader, Resolution
@@ -168,6 +168,12 @@ def plugins(resolved: Resolved, rows, loader: Loader) -> dict[str, tuple[str, st
             name = os.path.basename(real)
             feature = row.feature or next((f for p, f in PLUGIN_FEATURES if matches_any(name, (p,))), None)
             out.setdefault(real, (row.file, feature))
+    # A plugin by name whose opener is not in the targets, or names it in no string.
+    for real in entries - set(out):
+        name = os.path.basename(real)
+        opener = next((o for p, o in PLUGIN_OPENERS if matches_any(name, (p,))), None)
+        if opener is not None:
+            out[real] = (opener, next((f for p, f in PLUGIN_FEATURES if matches_any(name, (p,))), None))
     return out
 
 
@@ -287,10 +293,22 @@ class LoadJudge:
         if optional is not None:
             feature, package = optional
             self.findings.add("optional-library-missing", obj.real,
-                              f"{message}: import {module[1]} fails, and with it {feature}; {package} provides it",
+                              f"{message}: import {module[1]} fails, and with it {feature}; {package} provides it"
+                              f"{self.other_soname(res.needed)}",
                               module=module[1], feature=feature, package=package, **fields)
             return
         self.findings.add("unresolved-library", obj.real, message, **fields)
+
+    def other_soname(self, name: str) -> str:
+        """The installed files of the library under another SONAME (cuDNN
+        9's libcudnn.so.9 for a need of libcudnn.so.8), which never answer it."""
+        stem = name.split(".so.", 1)[0] + ".so."
+        others = sorted((n, d) for n, files in self.from_host.installed.items() if n.startswith(stem) and n != name
+                        and n[len(stem):].isdigit() for d, _p in files)
+        if not others:
+            return ""
+        n, d = others[0]
+        return f"; the installed {d.name} {d.version} ships {n}, another SONAME, which never answers {name}"
 
     @staticmethod
     def optional(name: str, chain: list[str]) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from .. import schemas
 from ..errors import PolicyError
 from ..loader.libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
+from ..modes import Mode
 from .rules import OFF, RULES, SEVERITIES
 from ..util import read_toml, relative_to
 
@@ -69,7 +70,7 @@ class Policy(namedtuple("Policy", tuple(_FIELDS), defaults=tuple(_FIELDS.values(
             return None
         return next(((p, r) for p, r in self.forbidden if fnmatch.fnmatchcase(name, p)), None)
 
-    def severity_of(self, rule: str, mode: str) -> str | None:
+    def severity_of(self, rule: str, mode: Mode) -> str | None:
         """The severity a finding gets, or None when the rule is off or not
         checked in this mode."""
         chosen = self.severity.get(rule)

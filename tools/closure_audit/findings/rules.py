@@ -28,8 +28,9 @@ class Rule(namedtuple("Rule", "id nix tree fields summary")):
 
     __slots__ = ()
 
-    def default(self, mode: str) -> str | None:
-        return self.nix if mode == "nix-store" else self.tree
+    def default(self, mode) -> str | None:
+        """The default severity in a modes.Mode."""
+        return self.nix if mode.nix else self.tree
 
 
 _RULES = (
@@ -54,6 +55,13 @@ _RULES = (
          "Byte-identical copies of one library (one SONAME, or one CUDA library family) can be mapped in one process."),
     Rule("distribution-file-conflict", None, WARNING, ("paths", "distributions", "on_disk", "losers"),
          "Two installed distributions claim the same files in their RECORD with different bytes; the last installed won."),
+    Rule("library-releases-differ", ERROR, ERROR, ("partner", "version", "partner_version", "agree"),
+         "CUDA libraries that must be one release (cuBLAS and cuBLASLt, NVRTC and its builtins, cuDNN's parts) "
+         "or one CUDA major (nvJitLink and the runtime) are not."),
+    Rule("framework-library-build-differs", None, WARNING, ("framework", "library", "process", "found", "built"),
+         "A framework's process maps a cuDNN or NCCL older than it was built against, or built for another CUDA major."),
+    Rule("triton-libcuda-ldconfig", WARNING, None, ("variable", "driver_dirs"),
+         "Triton in a Nix store path finds libcuda.so.1 with ldconfig -p, which fails on NixOS."),
     Rule("duplicate-library-family", None, WARNING, ("family", "files", "sonames"),
          "Two copies of one CUDA library under different SONAMEs can be loaded in one process."),
     Rule("runpath-shadowable", None, INFO, ("needed", "host_path", "objects"),

@@ -49,7 +49,7 @@ class Budget:
         return base._replace(forbidden=base.forbidden + extra, allowed=base.allowed + self.allow)
 
 
-def _growth(value, where: str) -> Growth:
+def parse_growth(value, where: str) -> Growth:
     if isinstance(value, str) and value.strip().endswith("%"):
         try:
             pct = float(value.strip()[:-1])
@@ -119,7 +119,7 @@ def parse_budgets(data: dict, source: str) -> list[Budget]:
         if "max-closure-size" in merged:
             b.max_closure_size = _size(merged["max-closure-size"], f"{where}.max-closure-size")
         if "max-growth" in merged:
-            b.max_growth = _growth(merged["max-growth"], f"{where}.max-growth")
+            b.max_growth = parse_growth(merged["max-growth"], f"{where}.max-growth")
         if "baseline" in merged:
             b.baseline = _rel(str(merged["baseline"]), base)
         if "max-added-size" in merged:
@@ -163,4 +163,4 @@ def apply_overrides(budgets: list[Budget], targets: list[str], path_infos: list[
         b.baseline = what
     for v in growths:
         b, what = split("--max-growth", v)
-        b.max_growth = _growth(what, "--max-growth")
+        b.max_growth = parse_growth(what, "--max-growth")

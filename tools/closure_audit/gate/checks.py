@@ -156,9 +156,9 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
                 findings.add("closure-growth", root, f"{b.name}: closure grew by {grew} to {format_size(total)}, "
                              f"more than the {allowed} allowed", target=b.name, closure_size=total,
                              baseline_size=s.baseline_size, limit=limit)
-        r.largest_added = _largest_added(tree, 10)
+        r.largest_added = adding_most(tree, 10)
         if b.max_added_size is not None:
-            for p, n in _largest_added(tree, None, over=b.max_added_size):
+            for p, n in adding_most(tree, None, over=b.max_added_size):
                 size, limit = format_apart(n, b.max_added_size)
                 findings.add("added-size-budget", p, f"{name_part(p)} adds {size} to {b.name}, over the {limit} "
                              "allowed for one path", target=b.name, added_size=n, limit=b.max_added_size)
@@ -168,7 +168,7 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
     return results
 
 
-def _largest_added(tree: DominatorTree, limit: int | None, over: int = -1) -> list[tuple[str, int]]:
+def adding_most(tree: DominatorTree, limit: int | None, over: int = -1) -> list[tuple[str, int]]:
     """(path, added size) of the paths other than the roots adding more than
     `over`, largest first (then by path), at most `limit` of them."""
     added = np.where(tree.idom == UNREACHED, -1, tree.added)

@@ -33,14 +33,15 @@ from the host but the driver, through a driver directory in the runpath.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, replace
 
 from ..elf.reader import ElfFile
 from ..elf.strings import NameString, NoteEntry
-from .libraries import GLIBC_FAMILY, OPENED_CLASSES
+from .libraries import GLIBC_FAMILY, OPENED_CLASSES, OWN_LOCATION
 from .environment import Environment, matches_any
-from .model import (ALREADY_LOADED, DEFAULT, DRIVER, NOT_FOUND, PRELOADED, Chain, LoadedObject, Loader,
+from .model import (ALREADY_LOADED, DEFAULT, DRIVER, NOT_FOUND, PATH, PRELOADED, Chain, LoadedObject, Loader,
                     Resolution, SearchDir)
 
 # Families whose names the code builds at run time: (family, the string as it
@@ -216,6 +217,9 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
         return Resolution(name, ALREADY_LOADED, path=hit.path, target=hit)
     if env.nix and matches_any(name, GLIBC_FAMILY):
         return Resolution(name, PRELOADED)
+    own = _own_location(loader, obj, name)
+    if own is not None:
+        return own
     dirs = loader.search_path(obj, chain.root)
     abi = chain.root.elf.abi_key()
     if request.exact:
@@ -231,6 +235,19 @@ def resolve(loader: Loader, chain: Chain, obj: LoadedObject, request: Request,
         if not env.nix or any(d.path in env.driver_dirs for d in dirs):
             return Resolution(name, DRIVER, searched=res.searched)
     return res
+
+
+def _own_location(loader: Loader, obj: LoadedObject, name: str) -> Resolution | None:
+    """The file a program of OWN_LOCATION opens by a path it builds from its
+    own location (nvlink's ../nvvm/lib64/libnvvm.so): a path, not a search."""
+    for program, wanted, relative in OWN_LOCATION:
+        if os.path.basename(obj.path) == program and name == wanted:
+            path = os.path.normpath(os.path.join(os.path.dirname(obj.path), relative, name))
+            if loader.candidate(path)[1] is not None:
+                return Resolution(name, PATH, path=path, error=None)
+            return Resolution(name, NOT_FOUND, error=f"{program} opens {path}, a path built from its own location, "
+                                                     f"and no file is there")
+    return None
 
 
 def loaded_sibling(names: dict[str, LoadedObject], request: Request) -> LoadedObject | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..elf.reader import ElfFile
 from ..host.root import Root
+from ..modes import Mode
 from ..util import under
 from .libraries import C_RUNTIME_FAMILY, DEFAULT_DRIVER_DIRS, DRIVER_LIBRARIES
 
@@ -44,7 +45,7 @@ def split_search_path(value: str) -> list[str]:
 class Environment:
     """Everything about the machine the model needs, fixed for one audit."""
 
-    mode: str  # "nix-store" or "tree"
+    mode: Mode  # modes.NIX_STORE or modes.TREE (a string is taken as the Mode it names)
     store_dir: str = "/nix/store"
     tree_roots: tuple[str, ...] = ()
     host_dirs: tuple[str, ...] = ()
@@ -55,9 +56,12 @@ class Environment:
     platform_token: str | None = None
     host_root: str = "/"  # the host's files lie under it (doctor's --host-root); host_dirs are here already
 
+    def __post_init__(self):
+        object.__setattr__(self, "mode", Mode(self.mode))
+
     @property
     def nix(self) -> bool:
-        return self.mode == "nix-store"
+        return self.mode.nix
 
     def in_store(self, path: str) -> bool:
         return path.startswith(self.store_dir.rstrip("/") + "/")

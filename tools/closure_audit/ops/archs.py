@@ -13,10 +13,10 @@ from ..findings.collector import Findings
 from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
 from . import result_type
 
-# targets: real paths (commands/ resolved them); request: cuda.request.Request
+# scope: the targets.Scope commands/ resolved; request: cuda.request.Request
 # or None; deep, kernels: as --deep, --kernels; roots: with --closure, the
 # closure's roots, which the report names as its targets.
-Options = namedtuple("Options", "targets policy request deep kernels roots", defaults=(False, False, None))
+Options = namedtuple("Options", "scope policy request deep kernels roots", defaults=(False, False, None))
 
 Result = result_type("archs", "report", """report: findings.gpu.ArchReport.""",
                      lambda r: r.report.failed)
@@ -26,15 +26,15 @@ def run(options: Options, progress=nullcontext) -> Result:
     """The report of `archs`. `progress`: a context manager giving a callback
     for the count of files."""
     with progress() as shown:
-        report = archs(options.targets, options.policy, options.request, options.deep, shown, options.kernels)
+        report = archs(options.scope, options.policy, options.request, options.deep, shown, options.kernels)
     if options.roots is not None:
         report.targets = options.roots
     return Result(report)
 
 
-def archs(targets: list[str], policy, request, deep: bool, progress=None, kernels: bool = False):
-    """Read every ELF file's GPU code, group it, judge it."""
-    walked = walk_targets(targets, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
+def archs(scope, policy, request, deep: bool, progress=None, kernels: bool = False):
+    """Read every ELF file's GPU code of a targets.Scope, group it, judge it."""
+    walked = walk_targets(scope, ignore=policy.ignored if policy.ignore_paths else None, progress=progress)
     check_found(walked)  # a target without ELF files has no GPU code to judge: an error, not a pass
     paths = sorted(walked.scan.elf)
     report = ArchReport(targets=walked.targets, mode=walked.mode, deep=deep, request=request, elf_files=len(paths))

@@ -11,14 +11,14 @@ from ..errors import UsageError
 from ..pipeline.audit import Report, audit
 from . import result_type
 
-# targets: targets.Target records (commands/ resolved them); path_info: a
-# saved dump of their closure; root: the tree libraries must resolve in;
+# scope: the targets.Scope commands/ resolved (the targets, their mode, the
+# trees libraries must resolve in); path_info: a saved dump of their closure;
 # tree: the one object to show; list_opened: list every name objects may
 # open, not one line of them (the terminal's choice, --opened); symbols:
 # check undefined symbols (--symbols); import_order: the frameworks the
 # union process imports first (--import-order), or None.
-Options = namedtuple("Options", "targets policy path_info root tree list_opened symbols import_order",
-                     defaults=(None, None, None, False, False, None))
+Options = namedtuple("Options", "scope policy path_info tree list_opened symbols import_order",
+                     defaults=(None, None, False, False, None))
 
 
 Result = result_type("audit", "report tree list_opened", """report: a Report; tree: the load chain
@@ -28,20 +28,19 @@ of --tree, or None; list_opened: as in Options.""", lambda r: r.report.failed)
 def run(options: Options, progress=nullcontext) -> Result:
     """The audit of `audit`. `progress`: a context manager giving a callback
     for the count of files."""
-    closure = store_closure(options.targets, options.path_info)
+    closure = store_closure(options.scope, options.path_info)
     with progress() as shown:
-        report, loader = audit([t.path for t in options.targets], options.policy, root=options.root,
-                               progress=shown, closure=closure, need_root=True, symbols=options.symbols,
+        report, loader = audit(options.scope, options.policy, progress=shown, closure=closure, need_root=True, symbols=options.symbols,
                                import_order=options.import_order)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
     return Result(report, chain, options.list_opened)
 
 
-def store_closure(targets: list, path_info: str | None):
-    """The Nix closure of the targets (targets.Target) when they are store
-    paths (from Nix, or from --path-info), else None. A closure that cannot be
-    read fails the audit: its forbidden paths would go unseen."""
-    roots = [t.store_path if t.kind == "store" else None for t in targets]
+def store_closure(scope, path_info: str | None):
+    """The Nix closure of a scope of store paths (from Nix, or from
+    --path-info), else None. A closure that cannot be read fails the audit:
+    its forbidden paths would go unseen."""
+    roots = [t.store_path for t in scope.targets]
     if not all(roots):
         if path_info is not None:
             raise UsageError("--path-info gives the closure of store paths; the targets are not in the Nix store")

@@ -11,6 +11,7 @@ from ..closure.sizes import roots_closure_size
 from ..findings.forbidden import forbidden_matches, forbidden_paths
 from ..findings.collector import Findings
 from . import result_type
+from ..modes import NIX_STORE
 
 Options = namedtuple("Options", "old new policy")
 
@@ -25,7 +26,7 @@ def run(options: Options, progress=nullcontext) -> Result:
     old, new, policy = options.old, options.new, options.policy
     packages = diff(old, new)
     # Only what the new closure brings: a forbidden path the old one had is not news.
-    findings = Findings(policy, "nix-store")
+    findings = Findings(policy, NIX_STORE)
     with progress() as shown:
         explanations = forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy),
                                        progress=shown)

@@ -17,12 +17,13 @@ from ..findings.doctor import DriverUse, TargetFacts, judge_doctor
 from ..findings.gpu import Kernels, group
 from ..host.probe import Host, probe
 from ..host.root import Root
-from ..nix.storepath import name_part, store_dir, top_store_path
-from ..util import is_wheel
+from ..modes import NIX_STORE
+from ..nix.storepath import name_part, top_store_path
 from . import result_type
 
-# root: the host's root directory; targets: paths (installables resolved).
-Options = namedtuple("Options", "root targets policy")
+# root: the host's root directory; scopes: the targets in the groups one
+# audit takes (targets.scopes_by_mode: store paths, then trees).
+Options = namedtuple("Options", "root scopes policy")
 
 Result = result_type("doctor", "host facts checks findings", """host: host.probe.Host; facts:
 findings.doctor.TargetFacts of each group of targets; checks:
@@ -34,31 +35,20 @@ def run(options: Options, progress=nullcontext) -> Result:
     for the count of files."""
     host = probe(options.root)
     facts = []
-    if options.targets:
+    if options.scopes:
         from ..pipeline.audit import audit  # the readers and resolvers: only for targets, the host alone starts lean
 
         with progress() as shown:
-            for group in by_kind(options.targets):
-                report, loader = audit(group, options.policy, progress=shown, host_root=host.root)
+            for scope in options.scopes:
+                report, loader = audit(scope, options.policy, progress=shown, host_root=host.root)
                 facts.append(target_facts(report, loader, host))
     devices = [g.device for g in host.gpus if g.device is not None]
     for f in facts:
         for kernels in f.gpu_code.values():
             kernels.read_for(devices, runs_on)
-    findings = Findings(options.policy, facts[0].mode if facts else "nix-store", None)
+    findings = Findings(options.policy, facts[0].mode if facts else NIX_STORE, None)
     checks = judge_doctor(host, facts, findings)
     return Result(host, facts, checks, findings.sorted())
-
-
-def by_kind(paths: list[str]) -> list[list[str]]:
-    """The targets in groups audit can take together: store paths, then
-    trees (a venv, a conda env, a wheel): each group is judged on its own."""
-    store = store_dir() + "/"
-    groups: dict[bool, list[str]] = {}
-    for p in paths:
-        real = os.path.realpath(p)
-        groups.setdefault(real.startswith(store) and not is_wheel(real), []).append(p)
-    return [groups[k] for k in (True, False) if k in groups]
 
 
 def target_facts(report, loader, host: Host) -> TargetFacts:

@@ -8,6 +8,7 @@ from contextlib import nullcontext
 from ..gate.checks import check, read_subjects
 from ..findings.collector import Findings
 from . import result_type
+from ..modes import NIX_STORE
 
 # budgets: gate.budgets.Budget, overrides applied; read, read_baseline: a
 # target's closure (commands/options.py closure_reader: the local store or a
@@ -21,7 +22,7 @@ findings: sorted; page: as in Options.""")
 def run(options: Options, progress=nullcontext) -> Result:
     """`progress`: a context manager giving a callback for the count of files."""
     subjects = read_subjects(options.budgets, options.read, options.read_baseline)
-    findings = Findings(options.policy, "nix-store")
+    findings = Findings(options.policy, NIX_STORE)
     with progress() as shown:
         results = check(subjects, options.policy, findings, options.all_chains, progress=shown)
     return Result(results, findings.sorted(), options.page)

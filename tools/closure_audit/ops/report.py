@@ -11,6 +11,7 @@ from ..closure.sizes import added_sizes, dominator_tree
 from ..findings.forbidden import forbidden_paths
 from ..findings.collector import Findings
 from . import result_type
+from ..modes import NIX_STORE
 
 # budget: a gate.budgets.Budget or None; read_baseline: reads the budget's
 # baseline (commands/options.py closure_reader: where the closure came from);
@@ -25,7 +26,7 @@ dominator tree) and added (path -> added size); page: as in Options.""",
 
 def run(options: Options) -> Result:
     closure, policy = options.closure, options.policy
-    findings = Findings(policy, "nix-store")
+    findings = Findings(policy, NIX_STORE)
     if options.budget is not None:
         results = check([subject(options.budget, closure, read_baseline=options.read_baseline)], policy, findings)
         return Result(closure, options.budget, findings.sorted(), gate=results, page=options.page)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..closure.sizes import roots_closure_size, table
+from ..closure.sizes import MAX_STEPS, roots_closure_size, steps_for_every_closure_size, table
+from ..errors import UsageError
 from . import result_type
 
 # top: how many rows, None for every path.
@@ -15,4 +16,11 @@ size first; total: the roots' closure size. Never failed: sizes are not judged."
 
 
 def run(options: Options) -> Result:
+    if options.top is None:
+        missing, steps = steps_for_every_closure_size(options.closure)
+        if steps > MAX_STEPS:
+            raise UsageError(f"size --all: {missing:,} paths have no closure size in the dump, and computing every "
+                             f"one is quadratic in the {len(options.closure.graph.paths):,} paths (about "
+                             f"{steps:.1e} steps): save the dump with `nix path-info --json --recursive "
+                             f"--closure-size`, or show the largest paths with --top N")
     return Result(options.closure, table(options.closure, options.top), roots_closure_size(options.closure))

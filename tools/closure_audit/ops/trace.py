@@ -12,7 +12,7 @@ import tempfile
 from collections import namedtuple
 
 from ..elf.walk import tree_root_for_file
-from ..errors import TargetError, UsageError
+from ..errors import TargetError
 from ..findings.collector import Findings
 from ..findings.trace import judge_trace
 from ..host.probe import probe
@@ -22,10 +22,12 @@ from ..loader.environment import matches_any
 from ..nix.storepath import store_dir
 from ..util import under
 from . import result_type
+from ..modes import TREE as TREE_MODE
 
 TREE, STORE, HOST, DRIVER = "tree", "store", "host", "driver"
 
-# command: the argument vector; against: the tree (--against) or None;
+# command: the argument vector; against: the targets.Scope of the tree
+# (--against) or None;
 # quiet: send the command's standard output to standard error (--json);
 # import_order: the frameworks the model's union imports first (--import-order).
 Options = namedtuple("Options", "command against policy quiet import_order", defaults=(None,))
@@ -43,8 +45,6 @@ tree: the tree the objects were judged against, or None; processes: Process reco
 
 
 def run(options: Options) -> Result:
-    if options.against and not os.path.isdir(options.against):
-        raise UsageError(f"--against is not a directory: {options.against}")
     # The model first: a bad --import-order stops trace before the command runs.
     predicted = predictions(options.against, options.policy, options.import_order) if options.against else {}
     with tempfile.TemporaryDirectory(prefix="closure-audit-trace-") as d:
@@ -57,9 +57,9 @@ def run(options: Options) -> Result:
             raise TargetError(f"command cannot be run: {options.command[0]}") from None
         images = ld_debug.read_dir(d, "ld")
     status = p.returncode if p.returncode >= 0 else 128 - p.returncode  # killed by a signal: as a shell says
-    tree = os.path.realpath(options.against) if options.against else find_tree(images)
+    tree = options.against.paths[0] if options.against else find_tree(images)
     processes = [_process(image, tree) for image in images]
-    findings = Findings(options.policy, "tree", None)
+    findings = Findings(options.policy, TREE_MODE, None)
     driver = probe("/").driver
     judge_trace(processes, tree_copies(tree, processes), driver.real if driver else None, predicted, findings)
     return Result(options.command, status, tree, processes, findings.sorted())
@@ -127,13 +127,13 @@ def tree_copies(tree: str | None, processes) -> dict[str, str]:
     return found
 
 
-def predictions(tree: str, policy, import_order=None) -> dict[tuple[str, str], str | None]:
+def predictions(scope, policy, import_order=None) -> dict[tuple[str, str], str | None]:
     """What audit's model says each (requesting object, name) loads: the
     real path, or None where it finds nothing; where a framework's process
     (loader/process.py) loads the object, what the name gets there."""
     from ..pipeline.audit import audit  # the readers and the model: only with --against
 
-    report, loader = audit([tree], policy, root=tree, import_order=import_order)
+    report, loader = audit(scope, policy, import_order=import_order)
     out: dict[tuple[str, str], str | None] = {}
     # A framework's process first (preloads, names already loaded), then each chain on its own; with
     # --import-order, the union in that order first: the command imports the frameworks together.

@@ -13,6 +13,7 @@ from ..findings.collector import Findings
 from ..findings.rules import has_error
 from ..nix.storepath import name_part
 from . import result_type
+from ..modes import NIX_STORE
 
 # patterns: what to explain; none: every path the policy forbids.
 Options = namedtuple("Options", "closure policy patterns all_chains", defaults=((), False))
@@ -34,7 +35,7 @@ def run(options: Options, progress=nullcontext) -> Result:
     else:
         matches = forbidden_matches(closure, policy)
     added = added_sizes_of(closure, list(matches))  # only the paths explained: no dominator tree for a few
-    findings = Findings(policy, "nix-store")
+    findings = Findings(policy, NIX_STORE)
     with progress() as shown:
         scanner = scanner_for(closure, shown)
         if options.patterns:

@@ -31,6 +31,7 @@ VIEWS = {
     "doctor": View("doctor_json", terminal="doctor:render_doctor"),
     "why-build": View("why_build_json", "why_build_markdown", "why_build:render_why_build"),
     "trace": View("trace_json", terminal="trace:render_trace"),
+    "survey": View("survey_json", "survey_markdown", "survey:render_survey", "survey_page"),
 }
 
 
@@ -50,8 +51,11 @@ def show(result, *, json: bool = False, markdown: str | None = None) -> int:
     if view.page is not None and result.page is not None:
         from . import html  # the page writer: only when a page is written
 
-        pictures, title = getattr(html, view.page)(result)
-        html.write(result.page, html.render(pictures, title))
+        page = getattr(html, view.page)(result)  # (pictures, title) of the treemap page, or a page of its own
+        if not isinstance(page, str):
+            pictures, title = page
+            page = html.render(pictures, title)
+        html.write(result.page, page)
     if json or markdown != "-":
         if json:
             from . import json_report

@@ -74,6 +74,13 @@ def gate_page(result) -> tuple[list[Picture], str]:
     return gate_pictures(result.results, result.findings), "closure-audit gate"
 
 
+def survey_page(result) -> str:
+    """survey's page, whole: a document of every job (survey_page.py)."""
+    from .survey_page import survey_html
+
+    return survey_html(result)
+
+
 def report_page(result) -> tuple[list[Picture], str]:
     """The pictures and title of report's page: against its budget, or the
     closure judged on its own."""

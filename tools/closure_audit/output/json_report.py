@@ -14,6 +14,7 @@ from itertools import islice
 
 from .. import __version__, schemas
 from ..findings.rules import SEVERITIES
+from ..modes import NIX_STORE, TREE
 from .text import utf8
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing
@@ -171,7 +172,7 @@ def explanation_json(e, sizes: dict[str, int]) -> dict:
 
 def why_json(result) -> dict:
     closure, explanations = result.closure, result.explanations
-    return envelope("why", closure.roots, "nix-store", result.findings,
+    return envelope("why", closure.roots, NIX_STORE, result.findings,
                     {"paths": len(closure.graph), "closure_size": closure.total_size(),
                      "explained": len(explanations), "bytes_scanned": result.bytes_scanned},
                     explanations=[explanation_json(e, result.added) for e in explanations])
@@ -180,7 +181,7 @@ def why_json(result) -> dict:
 def size_json(result) -> dict:
     """`rows` (sizes.py's SizeTable) are streamed: emit() writes them one by one."""
     closure, rows, total = result
-    return envelope("size", closure.roots, "nix-store", [],
+    return envelope("size", closure.roots, NIX_STORE, [],
                     {"paths": rows.paths, "closure_size": total, "shown": len(rows)},
                     paths=({"path": r.path, "nar_size": r.nar_size, "closure_size": r.closure_size,
                             "added_size": r.added_size} for r in rows))
@@ -190,7 +191,7 @@ def diff_json(result) -> dict:
     old, new, packages, findings, old_size, new_size = (result.old, result.new, result.packages, result.findings,
                                                         result.old_size, result.new_size)
     status = Counter(p.status for p in packages)
-    return envelope("diff", old.roots + new.roots, "nix-store", findings,
+    return envelope("diff", old.roots + new.roots, NIX_STORE, findings,
                     {"added": status["added"], "removed": status["removed"], "changed": status["changed"],
                      "rebuilt": status["rebuilt"], "old_size": old_size, "new_size": new_size,
                      "delta": new_size - old_size},
@@ -214,7 +215,7 @@ def gate_json(result) -> dict:
             "largest_added": [{"path": p, "added_size": s} for p, s in r.largest_added],
         })
     roots = [root for r in results for root in r.closure.roots]
-    return envelope("gate", roots, "nix-store", findings, {"targets": len(results)}, targets=targets)
+    return envelope("gate", roots, NIX_STORE, findings, {"targets": len(results)}, targets=targets)
 
 
 # -- archs -----------------------------------------------------------------------
@@ -276,7 +277,7 @@ def doctor_json(result) -> dict:
 def why_build_json(result) -> dict:
     targets, plan, names, causes = result.targets, result.plan, result.names, result.causes
     extra = {} if result.gpu is None else {"gpu": _gpu_plan_json(result.gpu)}
-    return envelope("why-build", targets, "nix-store", [],
+    return envelope("why-build", targets, NIX_STORE, [],
                     {"build": len(plan.build), "fetch": len(plan.fetch), "root_causes": len(causes)},
                     build=[{"drv": d, "name": names[d], "because": plan.because[d]} for d in plan.build],
                     fetch=[{"path": f.path, "download_size": f.download_size, "nar_size": f.info.nar_size,
@@ -321,7 +322,7 @@ def _list(items):
 def trace_json(result) -> dict:
     """`result`: ops/trace.py's Result (docs/reference/json.md#trace)."""
     objects = sum(len(p.objects) for p in result.processes)
-    return envelope("trace", list(result.argv), "tree", result.findings,
+    return envelope("trace", list(result.argv), TREE, result.findings,
                     {"processes": len(result.processes), "objects": objects, "exit_status": result.exit_status},
                     tree_root=result.tree, exit_status=result.exit_status,
                     processes=[{"pid": p.pid, "program": p.program, "objects": [_traced(o) for o in p.objects],
@@ -330,3 +331,37 @@ def trace_json(result) -> dict:
 
 def _traced(o) -> dict:
     return {"name": o.name, "path": o.path, "real": o.real, "how": o.how, "by": o.by, "where": o.where}
+
+
+# -- survey ----------------------------------------------------------------------
+
+def survey_job_json(r) -> dict:
+    """One job of a survey: what the evaluation said of it, and its figures
+    (null where it was not judged)."""
+    j, f = r.job, r.figures
+    before = r.baseline or {}
+    return {
+        "attr": j.attr, "name": j.name, "system": j.system, "drv_path": j.drv_path, "outputs": j.outputs,
+        "cache_status": j.cache_status, "status": r.status, "reason": r.reason, "passed": not r.failed
+        and r.status == "judged", "closure_size": f.closure_size if f else None, "paths": f.paths if f else None,
+        "forbidden": f.forbidden if f else [], "gpu_code": f.gpu_code if f else None, "kept": r.kept,
+        "new": r.new, "baseline_size": before.get("closure_size") if type(before.get("closure_size")) is int
+        else None, "regressions": r.regressions,
+        "largest_added": [{"path": p, "added_size": n} for p, n in f.largest_added]
+        if f and f.largest_added is not None else None,
+    }
+
+
+def survey_json(result) -> dict:
+    results = result.results
+    summary = {
+        "jobs": sum(r.status != "gone" for r in results),
+        "judged": sum(r.status == "judged" for r in results),
+        "unknown": sum(r.status == "unknown" for r in results),
+        "failed": sum(r.failed for r in results),
+        "regressions": sum(len(r.regressions) for r in results),
+        "new": sum(r.new for r in results), "gone": sum(r.status == "gone" for r in results),
+        "kept": sum(r.kept for r in results),
+    }
+    return envelope("survey", [result.source], NIX_STORE, result.findings, summary, store=result.store,
+                    baseline=result.baseline, jobs=[survey_job_json(r) for r in results])

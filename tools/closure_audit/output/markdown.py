@@ -200,3 +200,47 @@ def _gpu_plan_markdown(g) -> list[str]:
     else:
         lines += ["", "no candidate runs on every GPU named"]
     return lines
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' * (n != 1)}"
+
+
+def survey_markdown(result) -> str:
+    """A pull-request comment: the verdict and counts, the regression table
+    first, then the jobs that failed and those not judged."""
+    results = result.results
+    regressed = [r for r in results if r.regressions]
+    failed = [r for r in results if r.failed and not r.regressions]
+    unknown = [r for r in results if r.status == "unknown" and not r.regressions]
+    judged = sum(r.status == "judged" for r in results)
+    verdict = "❌ failed" if regressed or failed else "⚠️ incomplete" if unknown else "✅ passed"
+    lines = [f"## closure-audit survey: {verdict}", "",
+             f"{sum(r.status != 'gone' for r in results)} jobs: {judged} judged, {len(unknown)} not judged, "
+             f"{len(failed) + len(regressed)} failing; {_count(sum(len(r.regressions) for r in results), 'regression')} "
+             f"({_cell(result.store)}).", ""]
+    if regressed:
+        lines += ["| job | closure | before | growth | regression |", "| --- | ---: | ---: | ---: | --- |"]
+        for r in regressed[:MAX_PACKAGES]:
+            now = r.figures.closure_size if r.figures else None
+            before = (r.baseline or {}).get("closure_size")
+            before = before if type(before) is int else None
+            growth = format_growth(before, now) if now is not None and before is not None else "—"
+            lines.append(f"| `{_cell(r.job.attr)}` | {format_size(now) if now is not None else '—'} | "
+                         f"{format_size(before) if before is not None else '—'} | {growth} | "
+                         f"{_cell('; '.join(x['message'] for x in r.regressions))} |")
+        if len(regressed) > MAX_PACKAGES:
+            lines.append(f"| … {len(regressed) - MAX_PACKAGES} more in the JSON report | | | | |")
+        lines.append("")
+    if failed:
+        lines += ["| failing job | closure | finding |", "| --- | ---: | --- |"]
+        for r in failed[:MAX_PACKAGES]:
+            why = [f.message for f in result.findings if f.fields.get("target") == r.job.attr][:3]
+            lines.append(f"| `{_cell(r.job.attr)}` | {format_size(r.figures.closure_size)} | "
+                         f"{_cell('; '.join(why))} |")
+        lines.append("")
+    if unknown:
+        lines += ["<details><summary>not judged</summary>", "", "| job | reason |", "| --- | --- |"]
+        lines += [f"| `{_cell(r.job.attr)}` | {_cell(r.reason or '')} |" for r in unknown[:MAX_PACKAGES]]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"

@@ -14,9 +14,11 @@ from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
 from ..errors import TargetError
+from ..elf.releases import Releases, read_builds
+from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
-from ..findings.gpu_init import judge_gpu_init
+from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -29,7 +31,9 @@ from ..loader.environment import Environment, default_host_dirs
 from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.preloads import read_preloads, site_dirs
+from ..loader.preloads.triton import libcuda_search
 from ..loader.process import UNION, build_processes
+from ..modes import TREE, Mode
 from ..nix.storepath import store_dir
 from .found import check_found
 
@@ -60,11 +64,11 @@ class Report:
         return has_error(self.findings)
 
 
-def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/"):
+def environment(mode: Mode, roots: tuple[str, ...], policy, host_root: str = "/"):
     """What the loader model assumes of the machine, from the policy; the
     host's directories are those of the host under `host_root`."""
     host_dirs = ()
-    if mode == "tree":
+    if mode.tree:
         host_dirs = (default_host_dirs(host_root) if policy.host_dirs is None else
                      tuple(Root(host_root).here(d) for d in policy.host_dirs))
     return Environment(
@@ -75,10 +79,9 @@ def environment(mode: str, roots: tuple[str, ...], policy, host_root: str = "/")
     )
 
 
-def audit(targets: list[str], policy, root: str | None = None,
-          progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
+def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=None, need_root: bool = False,
           host_root: str = "/", symbols: bool = False, import_order: tuple[str, ...] | None = None):
-    """Read, resolve, judge: (the report, the loader that resolved it). With
+    """Read, resolve, judge a targets.Scope: (the report, the loader that resolved it). With
     `closure` (the Nix closure of store-path targets), its forbidden paths are
     judged too, by the pipeline `why` runs. A target that holds no ELF file,
     or none that is valid, is an error: nothing would have been audited.
@@ -92,7 +95,7 @@ def audit(targets: list[str], policy, root: str | None = None,
     # the walk goes on; a wheel's members, streamed, after it.
     names = NameReader()
     try:
-        walked = walk_targets(targets, root=root, ignore=policy.ignored if policy.ignore_paths else None,
+        walked = walk_targets(scope, ignore=policy.ignored if policy.ignore_paths else None,
                               progress=progress,
                               found=lambda path, elf: names.submit(path) if elf.loadable and elf.has_dynamic
                               and os.path.isfile(path) else None)
@@ -113,8 +116,8 @@ def audit(targets: list[str], policy, root: str | None = None,
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
-    processes, unread, installed = [], [], {}
-    if env.mode == "tree":
+    processes, unread, installed, dists = [], [], {}, []
+    if not env.nix:
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads, import_order), preloads.notes
         inside = lambda p: env.in_tree(loader.realpath(p))  # noqa: E731
@@ -125,12 +128,23 @@ def audit(targets: list[str], policy, root: str | None = None,
         sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
         dists = [(site, read_distributions(site)) for site in sites]
         judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
+        judge_provider_loads(processes, findings, resolved.providers, inside, [d for _, ds in dists for d in ds])
         installed = installed_files(dists)
+    else:
+        judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
+    releases = Releases(dists)
+    edges = [(o.real, loader.realpath(r.path)) for c in resolved.chains for o in c.objects
+             for r in o.resolutions if r.path is not None]
+    judge_pairs(edges + [(r.file, loader.realpath(r.path)) for r in opened.rows if r.path is not None],
+                processes, releases, findings)
+    if dists:
+        judge_builds(processes, read_builds([s for s, _ in dists], [d for _, ds in dists for d in ds]),
+                     releases, findings)
     check_symbols(loader, resolved.chains, walked, findings, symbols, [p.link_map for p in processes])
     explanations = []
     if closure is not None:
@@ -192,7 +206,7 @@ def interpreter(loader, walked) -> list:
             continue
         if elf is not None and elf.has_dynamic:
             if path == sys.executable and loader.env.nix:
-                loader = ld.Loader(Environment(mode="tree", host_dirs=default_host_dirs()))
+                loader = ld.Loader(Environment(mode=TREE, host_dirs=default_host_dirs()))
             return loader.chain(real, elf).objects
     return []
 

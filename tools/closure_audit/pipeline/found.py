@@ -22,7 +22,7 @@ def check_found(walked) -> None:
             if path == target:
                 raise TargetError(f"{target} is not a valid ELF file: {reason}")
             raise TargetError(f"no valid ELF file in {target}: {len(found.invalid)} invalid, such as {path}: {reason}")
-        if walked.mode == "nix-store" and os.path.isdir(target):
+        if walked.mode.nix and os.path.isdir(target):
             continue
         from ..closure.graph import looks_like_dump  # numpy and igraph: only where needed, start-up stays lean
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass, field
 
 from ...cuda.release import Need, highest
+from ...modes import Mode
 from ..gpu import Kernels
 
 OK = "ok"  # a check that found nothing wrong; the other statuses are severities
@@ -55,7 +56,7 @@ class TargetFacts:
     audit (ops/doctor.py gathers it)."""
 
     targets: list[str]
-    mode: str
+    mode: Mode
     driver: DriverUse
     needs: list[Need]  # every piece of evidence of the CUDA release the target needs
     runtime_missing: dict[str, str]  # libcudart.so.N needed but found nowhere -> an object that needs it
@@ -65,7 +66,7 @@ class TargetFacts:
 
     @property
     def nix(self) -> bool:
-        return self.mode == "nix-store"
+        return self.mode.nix
 
     @property
     def release(self) -> tuple[int, int] | None:

@@ -13,7 +13,10 @@ adding its module to FRAMEWORKS (and its test).
 - NVIDIA's cuda-bindings: its _internal wrappers' first call, through
   cuda-pathfinder (NVRTC and its builtins, nvJitLink, ...);
 - TensorFlow: what its framework library dlopens by name at GPU initialisation;
-- Triton's profiler: the CUPTI bundled under triton/backends/nvidia/lib/cupti.
+- Triton's profiler: the CUPTI bundled under triton/backends/nvidia/lib/cupti;
+- ONNX Runtime GPU: what onnxruntime.preload_dlls() loads by path, then its
+  CUDA provider library, loaded by path for a CUDA session;
+- numba-cuda: NVRTC and NVVM through cuda-pathfinder at its first compile.
 
 A file whose shape is not the one read here gives no preloads and a note
 saying so: the audit then judges as without that framework's help.
@@ -21,14 +24,14 @@ saying so: the audit then judges as without that framework's help.
 
 from __future__ import annotations
 
-from . import cuda_bindings, cupy, jax, tensorflow, torch, triton
+from . import cuda_bindings, cupy, jax, numba_cuda, onnxruntime, tensorflow, torch, triton
 from .common import Listing, Preload, Preloads, site_dirs
 from .pathfinder import Descriptor, Pathfinder
 
 __all__ = ["Descriptor", "Listing", "Pathfinder", "Preload", "Preloads", "read_preloads", "site_dirs"]
 
 # In this order: a framework's preloads are listed after the earlier ones'.
-FRAMEWORKS = (torch, cupy, cuda_bindings, jax, tensorflow, triton)
+FRAMEWORKS = (torch, cupy, cuda_bindings, jax, tensorflow, triton, onnxruntime, numba_cuda)
 
 
 def read_preloads(roots: tuple[str, ...], listing: Listing) -> Preloads:

@@ -11,6 +11,7 @@ from rich.tree import Tree
 
 from ...loader import model as ld
 from ...loader.model import Chain, LoadedObject, Resolution
+from ...modes import Mode
 from ...util import relative_to
 from ..text import printable
 from . import grouped
@@ -68,17 +69,17 @@ def _by_name(rows) -> dict[str, list]:
 _FOUND = {ld.NOT_FOUND: "not found", ld.DRIVER: "driver", ld.ALREADY_LOADED: "already loaded"}
 
 
-def _where_found(row, mode: str) -> str:
+def _where_found(row, mode: Mode) -> str:
     if row.how == ld.NOT_FOUND and row.fallback_for is not None:
         return "fallback of a loaded library"
     if row.how in _FOUND:
         return _FOUND[row.how]
     if row.inside:
-        return "in the tree" if mode == "tree" else "in the closure"
-    return "host" if mode == "tree" else "outside"
+        return "in the tree" if mode.tree else "in the closure"
+    return "host" if mode.tree else "outside"
 
 
-def opened_summary(rows, mode: str) -> Text:
+def opened_summary(rows, mode: Mode) -> Text:
     """One line for the names objects may open: how many of each class, and
     where they are found (each name by its worst outcome)."""
     by_name = _by_name(rows)
@@ -94,7 +95,7 @@ def opened_summary(rows, mode: str) -> Text:
     return t
 
 
-def opened_table(rows, mode: str, short) -> Table:
+def opened_table(rows, mode: Mode, short) -> Table:
     """One line per name objects may open at run time: its class, who opens
     it, and where it is found (the worst outcome among its openers)."""
     by_name = _by_name(rows)
@@ -118,7 +119,7 @@ def opened_table(rows, mode: str, short) -> Table:
         elif worst.how == ld.ALREADY_LOADED:
             found = Text(f"already loaded: {short(worst.path)}", style="dim")
         elif not worst.inside:
-            found = Text(f"{'host' if mode == 'tree' else 'outside'}: {printable(worst.path)}", style="yellow")
+            found = Text(f"{'host' if mode.tree else 'outside'}: {printable(worst.path)}", style="yellow")
         else:
             found = Text(short(worst.path))
         klass = group[0].klass + (f", {group[0].priority} (dlopen note)" if group[0].priority else "")
@@ -126,15 +127,15 @@ def opened_table(rows, mode: str, short) -> Table:
     return table
 
 
-def _label(res: Resolution, mode: str) -> str:
+def _label(res: Resolution, mode: Mode) -> str:
     if res.how == ld.DEFAULT:
-        return "host" if mode == "tree" else "system"
+        return "host" if mode.tree else "system"
     if res.how == ld.PRELOADED:
         return "already loaded (process)"
     return {ld.ALREADY_LOADED: "already loaded", ld.NOT_FOUND: "not found"}.get(res.how, res.how)
 
 
-def _load_tree(chain: Chain, mode: str, short) -> Tree:
+def _load_tree(chain: Chain, mode: Mode, short) -> Tree:
     root = chain.root
     elf = root.elf
     tree = Tree(Text.assemble((short(root.path), "bold"),

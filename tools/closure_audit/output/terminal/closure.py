@@ -10,11 +10,12 @@ from ...util import format_growth, format_size
 from ..text import printable, version_change
 from . import (MAX_PACKAGES, MAX_TABLE, _Table, counts, explanation_trees, findings_tables, header, plural,
                store_name, verdict)
+from ...modes import NIX_STORE
 
 
 def render_why(console, result) -> None:
     closure, explanations, findings, added, _, query = result
-    header(console, "why", "nix-store", closure.roots)
+    header(console, "why", NIX_STORE, closure.roots)
     line = Text(f"{plural(len(closure.graph), 'path')}, "
                 f"{format_size(closure.total_size())} · {plural(len(explanations), 'path')} explained · ")
     console.print(line + counts(findings))
@@ -27,7 +28,7 @@ def render_why(console, result) -> None:
 
 def render_size(console, result) -> None:
     closure, rows, total = result
-    header(console, "size", "nix-store", closure.roots)
+    header(console, "size", NIX_STORE, closure.roots)
     console.print(f"{plural(rows.paths, 'path')}, closure {format_size(total)}")
     console.print()
     if len(rows) > MAX_TABLE:  # a table this long is for a pager: plain columns, written as they come
@@ -49,7 +50,7 @@ def render_size(console, result) -> None:
 
 def render_diff(console, result) -> None:
     old, new, packages, findings, _, old_size, new_size = result
-    header(console, "diff", "nix-store", [])
+    header(console, "diff", NIX_STORE, [])
     for label, c, size in (("old", old, old_size), ("new", new, new_size)):
         console.print(Text(f"{label}  ", style="dim") + Text(", ".join(printable(r) for r in c.roots), style="bold")
                       + Text(f"  {format_size(size)}"))
@@ -77,7 +78,7 @@ def render_diff(console, result) -> None:
 
 def render_gate(console, result) -> None:
     results, findings, _ = result
-    header(console, "gate", "nix-store", [r.budget.name for r in results])
+    header(console, "gate", NIX_STORE, [r.budget.name for r in results])
     table = _Table(header_style="dim", pad_edge=False, box=None)
     for col, just in (("target", "left"), ("closure", "right"), ("budget", "right"), ("baseline", "right"),
                       ("growth", "right"), ("verdict", "left")):

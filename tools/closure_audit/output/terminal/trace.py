@@ -8,13 +8,14 @@ from rich.text import Text
 
 from ..text import printable
 from . import _Table, findings_tables, header, verdict
+from ...modes import TREE
 
 
 def render_trace(console, result) -> None:
     """The objects of the command's own final image (what an exec chain such
     as a shim ends in) and of any image a finding names, in load order; one
     line for each other image; then the findings and the verdict."""
-    header(console, "trace", "tree", [" ".join(result.argv)])
+    header(console, "trace", TREE, [" ".join(result.argv)])
     tree = f"the tree {result.tree}" if result.tree else "no tree found (pass --against TREE)"
     console.print(f"{len(result.processes)} process images, exit status {result.exit_status}; judged against {tree}")
     flagged = {f.file for f in result.findings} | {f.fields.get("path") for f in result.findings}

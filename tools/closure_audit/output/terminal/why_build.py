@@ -10,6 +10,7 @@ from ...nix.storepath import name_part, top_store_path
 from ...util import format_size
 from ..text import printable
 from . import MAX_PACKAGES, MAX_ROWS, header, plural, store_name
+from ...modes import NIX_STORE
 
 
 def _difference_text(d) -> Text:
@@ -34,7 +35,7 @@ def render_why_build(console, result) -> None:
 
     targets, plan, names, causes = result.targets, result.plan, result.names, result.causes
 
-    header(console, "why-build", "nix-store", targets)
+    header(console, "why-build", NIX_STORE, targets)
     console.print(f"{plural(len(plan.build), 'derivation')} to build, {plural(len(plan.fetch), 'path')} to fetch "
                   f"({format_size(plan.download_size)} download, {format_size(plan.nar_size)} unpacked)")
     if not plan.build:
