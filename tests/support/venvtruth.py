@@ -36,7 +36,7 @@ from closure_audit.findings.policy import parse_policy
 from closure_audit.loader.environment import matches_any
 from closure_audit.loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from closure_audit.loader.process import UNION, module_of
-from closure_audit.ops.audit import audit as run_audit
+from audits import audit as run_audit
 from standin import standin
 
 VERSION = 1
@@ -315,7 +315,7 @@ def record(venv: str, orders: list[tuple[str, ...]], driver: str) -> dict:
     try:
         processes = []
         for n, order in enumerate(orders or [()]):
-            report = run_audit([venv], policy(driver), import_order=order or None)[0]
+            report = run_audit(venv, policy=policy(driver), import_order=order or None)
             for row in report.opened if not n else ():  # the strings a stub must hold for the same rows
                 rel = relative(row.file, site, driver)
                 if row.priority is None and rel in libs and row.string not in libs[rel].get("opens", ()):
