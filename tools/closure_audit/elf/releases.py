@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .dists import Distribution, cuda_major, sha256
+from .dists import Distribution, cuda_major, record_digest, sha256
 
 _FULL = re.compile(r"\.so\.(\d+(?:\.\d+)+)$")
 
@@ -66,7 +66,7 @@ class Releases:
             return None
         sized = [(d, rel) for d, rel in claims if d.sizes.get(rel, size) == size]
         if len(sized) > 1 or sized and len(claims) > 1:
-            digest = sha256(real)
+            digest = record_digest(sha256(real))  # as RECORD writes it
             sized = [(d, rel) for d, rel in sized if digest is not None and d.files.get(rel) == digest]
         if len(sized) != 1:
             return None
