@@ -86,7 +86,7 @@ def test_nix_eval_json_of_an_attribute_set():
     assert jobs[0].outputs == {"out": a} and jobs[0].name == "a-1.0"
 
 
-@pytest.mark.parametrize("data", [b"", b"  \n", b"\xff\xfe"])
+@pytest.mark.parametrize("data", [b"", b"  \n", b"\xff\xfe", b"{}", b"{\"set\": {}}"])
 def test_an_input_that_is_no_evaluation_at_all_is_an_error(data):
     with pytest.raises(ClosureError):
         read_evaluation(data, "eval")

@@ -48,7 +48,10 @@ def read_evaluation(data: bytes, source: str) -> list[Job]:
         raise ClosureError(f"{source} is empty: no jobs to survey")
     whole = _whole_document(text)
     if whole is not None:
-        return _mark_duplicates(_from_attribute_set(whole))
+        jobs = _from_attribute_set(whole)
+        if not jobs:  # `nix eval --json` of an empty set: a gate that judged nothing must not pass
+            raise ClosureError(f"{source} names no job: no store paths to survey")
+        return _mark_duplicates(jobs)
     return _mark_duplicates([_from_line(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()])
 
 
