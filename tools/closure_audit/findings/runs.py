@@ -5,9 +5,10 @@ of its files, candidates ranked.
 Per file and GPU: "native" (a cubin runs on it, or the file defines no
 kernel), "jit" (PTX the driver compiles for it: its uncompressed bytes are
 the first-load cost), "none" (no kernel image for the GPU: the file's kernels
-fail at launch), "unknown" (the fat binary could not be read). A CUDA
-runtime of a newer major than the driver's does not run whatever its
-kernels. A build that is not built yet is judged from the capabilities its
+fail at launch), "unknown" (the fat binary could not be read). A closure
+holding no GPU code at all does not run on the GPU (it runs on the CPU
+alone), and a CUDA runtime of a newer major than the driver's does not run
+whatever its kernels. A build that is not built yet is judged from the capabilities its
 derivations request (drv/requested.py): no bytes to count, so its JIT cost
 is unknown.
 """
@@ -80,6 +81,11 @@ def judge_files(files: list[FileArchs], devices: list[tuple[int, int]], isa: tup
     verdict unknown unless a file already fails."""
     out = []
     for d in devices:
+        if not files and not unread:
+            # A build without CUDA (the cache's CPU-only one): it starts, and nothing of it uses the GPU.
+            out.append(GpuVerdict(f"{d[0]}.{d[1]}", "does-not-run", [],
+                                  why=["its closure holds no GPU code: it runs on the CPU alone"]))
+            continue
         rows = []
         for f in files:
             carries = [c.name for c in f.codes()]
