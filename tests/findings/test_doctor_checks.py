@@ -7,7 +7,7 @@ from __future__ import annotations
 from closure_audit.cuda.release import Need
 from closure_audit.findings.collector import Findings
 from closure_audit.findings.doctor import DriverUse, TargetFacts, judge_doctor
-from closure_audit.findings.policy import parse_policy
+from closure_audit.policy.load import parse_policy
 from closure_audit.host.probe import DriverLibrary, Gpu, Host
 from closure_audit.modes import TREE
 

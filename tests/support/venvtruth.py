@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import asdict
 
 from closure_audit.elf.reader import read_elf
-from closure_audit.findings.policy import parse_policy
+from closure_audit.policy.load import parse_policy
 from closure_audit.loader.environment import matches_any
 from closure_audit.loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from closure_audit.loader.process import UNION, module_of

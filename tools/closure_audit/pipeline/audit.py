@@ -30,6 +30,7 @@ from ..loader import model as ld
 from ..loader.environment import Environment, default_host_dirs
 from ..loader import symbols as sym
 from ..loader.chains import resolve
+from ..loader.dlopen import read_opened
 from ..loader.preloads import read_preloads, site_dirs
 from ..loader.preloads.triton import libcuda_search
 from ..loader.process import UNION, build_processes
@@ -116,6 +117,9 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
+    # What every object of the chains may open: the names read above, the
+    # rest (objects the walk did not find: the host's) read now.
+    opened_read = read_opened(resolved.chains, read, env.driver_libraries)
     processes, unread, installed, dists = [], [], {}, []
     if not env.nix:
         preloads = read_preloads(env.tree_roots, loader.listing)
@@ -134,7 +138,7 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
-    opened = judge_opened(loader, resolved, findings, read, from_host)
+    opened = judge_opened(loader, resolved, findings, opened_read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
     releases = Releases(dists)
@@ -148,13 +152,18 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     check_symbols(loader, resolved.chains, walked, findings, symbols, [p.link_map for p in processes])
     explanations = []
     if closure is not None:
-        from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
+        # numpy and igraph: only for a closure
+        from ..closure.sizes import added_sizes_of
+        from ..closure.why import explain
+        from ..findings.forbidden import forbidden_findings, forbidden_matches
 
-        explanations = forbidden_paths(closure, policy, findings, progress=progress)
+        matches = forbidden_matches(closure, policy)
+        explanations = forbidden_findings(explain(closure, matches, progress=progress),
+                                          added_sizes_of(closure, list(matches)) if matches else {}, findings)
     report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,
                     elf_files=len(walked.scan.elf), entry_points=resolved.entry_points, findings=findings.sorted(),
                     skipped_links=walked.scan.skipped_links, opened=opened.rows,
-                    bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations,
+                    bytes_scanned=opened_read.bytes_scanned, chains=resolved.chains, explanations=explanations,
                     processes=processes)
     return report, loader
 
