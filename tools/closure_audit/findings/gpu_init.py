@@ -5,6 +5,11 @@ registering GPU devices and runs on the CPU, with no error. One finding per
 framework and opener, naming every library its search path misses, the
 tree's copy where it holds one, and the import order in which another
 framework's loads give it its GPU (the union, either way round).
+
+Takes: loader/process.py's Processes, the providers of each name
+(loader/chains.py), what dists each framework requires (elf/dists.py), and
+loader/preloads/triton.py's libcuda searches. Gives: gpu-init-library-missing
+and triton-libcuda-ldconfig findings.
 """
 
 from __future__ import annotations

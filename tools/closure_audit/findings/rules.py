@@ -1,6 +1,9 @@
 """The catalogue of findings: stable rule ids, default severities, fields.
 
 docs/reference/rules.md describes each rule; tests check the two agree.
+
+Takes: nothing: it is the catalogue. Gives: RULES (Rule: id, default
+severity per mode, fields), Finding, has_error.
 """
 
 from __future__ import annotations
