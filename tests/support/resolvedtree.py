@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 
+from audits import venv
 from closure_audit.elf.reader import InvalidElf, read_elf
 from closure_audit.findings.collector import Findings
 from closure_audit.findings.policy import Policy
@@ -88,3 +90,22 @@ def real_load(*paths, ld_library_path=None) -> tuple[list[str], str | None]:
                        check=True)
     out = json.loads(p.stdout)
     return out["maps"], out["error"]
+
+
+EXT = ".cpython-312-x86_64-linux-gnu.so"
+
+
+def two_frameworks(build, second_code: str | None, second_name: str = "libcudart.so.13"):
+    """alpha and beta, each module loading the libcudart of its own lib/."""
+    site_rel, site = venv(build.root)
+    made = {}
+    for name, lib_name, code in (("alpha", "libcudart.so.13", "int alpha_rt = 1;\n"),
+                                 ("beta", second_name, second_code)):
+        if code is None:  # the same bytes as alpha's
+            lib = build.path(f"{site_rel}/{name}/lib/{lib_name}")
+            shutil.copyfile(made["alpha"][0], lib)
+        else:
+            lib = build.lib(f"{site_rel}/{name}/lib/{lib_name}", code=code)
+        module = build.lib(f"{site_rel}/{name}/_C{EXT}", soname="", links=[lib], runpath=["$ORIGIN/lib"])
+        made[name] = (lib, module)
+    return site, made
