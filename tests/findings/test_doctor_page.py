@@ -4,12 +4,17 @@ finding beside it, whose severity after the policy is the line's status."""
 from __future__ import annotations
 
 from closure_audit.cuda.release import Need
+from closure_audit.findings.collector import Findings
 from closure_audit.findings.doctor.facts import Fix
+from closure_audit.findings.doctor.page import HOST_ABSENT, Page
+from closure_audit.findings.policy import Policy
+from closure_audit.modes import TREE
 from doctorrecords import findings_of, host, page
 
 
 def test_a_line_without_a_rule_is_ok_and_adds_no_finding():
-    p = page(host())
+    p = Page(host(), Findings(Policy(), TREE))
+    assert (p.checks, p.prefix, p.cuda) == ([], "", True)
     p.line("host", "Ubuntu 24.04")
     assert [(c.check, c.status, c.rule) for c in p.checks] == [("host", "ok", None)] and not p.findings.sorted()
 
@@ -32,6 +37,7 @@ def test_a_rules_line_takes_the_policys_severity_and_carries_its_fixes():
 
 
 def test_what_the_host_lacks_is_information_when_no_target_uses_cuda():
+    assert set(HOST_ABSENT) == {"driver-missing", "gpu-not-found"}
     p = page(host(gpus=()))
     p.line("gpus", "no NVIDIA GPU found", rule="gpu-not-found")
     assert p.checks[0].status == "error"
