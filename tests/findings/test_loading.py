@@ -10,8 +10,10 @@ import os
 
 import pytest
 
+from audits import venv
+from closure_audit.elf.dists import Distribution
 from closure_audit.findings.loading import FromHost, judge_loading
-from resolvedtree import real_load, resolved_tree
+from resolvedtree import EXT, real_load, resolved_tree
 
 real = os.path.realpath
 
@@ -125,3 +127,32 @@ def test_an_unresolved_need_of_a_plugin_names_the_feature_not_an_error(build):
     assert (f.rule, f.severity, f.fields["opener"], f.fields["feature"]) == (
         "plugin-unresolved-library", "warning", "/t/libnvshmem_host.so.3", "MPI bootstrap")
     assert "libnvshmem_host.so.3 opens at run time" in f.message
+
+
+def test_an_optional_library_a_python_module_needs_names_the_feature(build):
+    """cuTENSOR is optional: a module that needs it fails to import, and
+    only that module's feature is lost."""
+    site_rel, _site = venv(build.root)
+    gone = build.lib("../elsewhere/libcutensor.so.2")
+    module = build.lib(f"{site_rel}/cupy_backends/cuda/libs/cutensor{EXT}", soname="", links=[gone])
+    os.unlink(gone)
+    (f,) = judged(build.root / "venv")["optional-library-missing"]
+    assert (f.severity, f.file, f.fields["needed"]) == ("warning", str(module), "libcutensor.so.2")
+    assert f.fields["module"] == "cupy_backends.cuda.libs.cutensor" and "cutensor-cu13" in f.fields["package"]
+    assert "libcutensor.so.2" in real_load(module)[1]
+
+
+def test_the_advice_never_says_to_install_what_is_installed(tmp_path):
+    installed = tmp_path / "site/nvidia/cu13/nvvm/lib64/libnvvm.so.4"
+    installed.parent.mkdir(parents=True)
+    installed.write_bytes(b"")
+    nvvm = Distribution("nvidia-nvvm", "13.0.88", str(tmp_path / "site/nvidia_nvvm-13.0.88.dist-info"))
+    runtime = Distribution("nvidia-cuda-runtime", "13.0.96", str(tmp_path / "site/r.dist-info"))
+    hosted = FromHost(installed={"libnvvm.so.4": [(nvvm, str(installed))],
+                                 "libcudart.so.13": [(runtime, "/site/nvidia/cu13/lib/libcudart.so.13")]})
+    assert hosted.advice("libnvvm.so.4", "libx.so", []).startswith(
+        f"nvidia-nvvm 13.0.88 installs it, at {installed}, but no directory of the search path of libx.so holds it")
+    assert "installing none helps" in hosted.advice("libcudart.so", "libcupti.so.13",
+                                                    ["/site/nvidia/cu13/lib/libcudart.so.13"])
+    assert "is installed but holds no file libcudart.so.12" in hosted.advice("libcudart.so.12", "libx.so", [])
+    assert hosted.advice("libcufft.so.12", "libx.so", []).startswith("ship the nvidia-cufft")
