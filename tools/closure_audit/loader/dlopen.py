@@ -2,8 +2,9 @@
 give it (docs/internals/loader.md#what-an-object-opens).
 
 The names come from the object's read-only data (elf/strings.py), read once
-per object of the load chains (read_opened). Each becomes a request: the name the loader is asked for, the file names that may
-answer it, and its class (loader/libraries.py, OPENED_CLASSES):
+per object of the load chains (read_opened). Each becomes a request: the
+name the loader is asked for, the file names that may answer it, and its
+class (loader/libraries.py, OPENED_CLASSES):
 
 - a name the object also has in DT_NEEDED, or its own SONAME, is dropped:
   it is loaded before any code runs;

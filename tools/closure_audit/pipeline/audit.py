@@ -117,8 +117,8 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
-    # What every object of the chains may open: the names read above, the
-    # rest (objects the walk did not find: the host's) read now.
+    # What every object of the chains may open: the names read above, and
+    # those of objects outside the targets (a closure's other store paths) now.
     opened_read = read_opened(resolved.chains, read, env.driver_libraries)
     processes, unread, installed, dists = [], [], {}, []
     if not env.nix:
