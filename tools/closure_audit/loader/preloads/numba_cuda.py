@@ -56,13 +56,6 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
     names.sort(key=lambda n: n != "nvvm")
     source = f"{finder.source}, called from {PATHS}"
     for name in names:
-        loads = finder.load(name, listing)
-        for path, unless, along in loads:
+        for path, unless, along, host in finder.plan(name, listing):
             out.preloads.append(Preload("cuda-pathfinder", source, TRIGGER, "numba_cuda", None, path, unless,
-                                        along=along))
-        desc = finder.catalog.get(name)
-        if desc is None or any(os.path.basename(p) in desc.sonames for p, _, _ in loads):
-            continue
-        for host in finder.fallback(name):
-            out.preloads.append(Preload("cuda-pathfinder", source, TRIGGER, "numba_cuda", None, host.sonames[0],
-                                        desc.sonames, host=host))
+                                        along=along, host=host))

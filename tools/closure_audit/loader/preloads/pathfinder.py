@@ -71,6 +71,17 @@ class Pathfinder:
                     out.append((sibling, ("libnvrtc-builtins.so.13.0",), path))
         return out
 
+    def plan(self, name: str, listing: Listing) -> list[tuple[str, tuple[str, ...], str | None, HostSearch | None]]:
+        """`load` and, where the site directories hold no file of `name`
+        itself, its `fallback` searches of the host: (file or first name,
+        unless, along, the host search or None), in order."""
+        loads = [(path, unless, along, None) for path, unless, along in self.load(name, listing)]
+        key = next((n for n in self.catalog if n.lower() == name.lower()), name)
+        desc = self.catalog.get(key)
+        if desc is None or any(os.path.basename(p) in desc.sonames for p, *_ in loads):
+            return loads
+        return loads + [(host.sonames[0], desc.sonames, None, host) for host in self.fallback(key)]
+
     def fallback(self, name: str) -> list[HostSearch]:
         """Where `load_nvidia_dynamic_lib(name)` looks once the site
         directories hold none of its files (1.9's `_load_lib_no_cache`), in
