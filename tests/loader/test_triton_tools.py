@@ -19,6 +19,8 @@ from audits import audit, host_policy, rules, venv
 from closure_audit.loader.preloads import read_preloads
 from conftest import run_cli
 
+pytestmark = pytest.mark.fhs
+
 # triton/knobs.py's shape in 3.9.0: the tool class builds its default from __file__.
 KNOBS = '''
 import os
