@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from audits import audit, host_policy, rules, venv
-from test_process_model import CATALOG as TORCH_CATALOG
+from test_process_model import CATALOG as TORCH_CATALOG, maps
 
 pytestmark = pytest.mark.fhs
 
@@ -107,26 +107,12 @@ DESCRIPTOR_CATALOG: tuple[DescriptorSpec, ...] = (
 )
 '''
 
-# The real loader's answer for a load by name (as cuda-pathfinder's system search
-# and its canary subprocess make): the host directory stands for ld.so.conf's.
-BY_NAME = textwrap.dedent("""
-    import ctypes, json, os, sys
-    for name in sys.argv[1:]:
-        try:
-            ctypes.CDLL(name, mode=os.RTLD_NOW)
-        except OSError:
-            pass
-    with open("/proc/self/maps") as f:
-        print(json.dumps(sorted({l.split()[-1] for l in f if ".so" in l.split()[-1]})))
-""")
-
-
 def by_name(host, *names) -> set[str]:
-    """What the real loader maps from the test's host (this machine's own
-    ld.so.cache may answer too: its files are not the test's host)."""
-    p = subprocess.run([sys.executable, "-c", BY_NAME, *names], capture_output=True, text=True, check=True,
-                       env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(host)})
-    return {m for m in json.loads(p.stdout) if m.startswith(str(host.parent))}
+    """What the real loader maps for loads by name (as cuda-pathfinder's
+    system search and its canary subprocess make), the host directory
+    standing for ld.so.conf's; this machine's own ld.so.cache may answer
+    too, and its files are not the test's host."""
+    return {m for m in maps(*names, ld_library_path=host)[0] if m.startswith(str(host.parent))}
 
 
 @pytest.mark.parametrize("host_has", ["nvvm", "cudart", "nvrtc"])
