@@ -202,3 +202,18 @@ def test_a_cublas_preload_dlls_misses_is_named_never_installed(build, tmp_path):
     (f,) = [f for f in rules(audit(venv, policy=host_policy(tmp_path)))["gpu-init-library-missing"]
             if f.file == str(provider)]
     assert f.fields["tree_copies"] == [str(elsewhere)] and "install" not in f.message
+
+
+@pytest.mark.parametrize("body", [
+    "    for d in ('cu13',):\n        return [('nvidia', d, 'lib', 'libcublas.so.13')]\n",  # a loop: not run here
+    "    return [('nvidia', 'cu13', 'lib', f'libcublas.so.{int(cuda_version) >= 13}')]\n",  # int('13.0') fails
+    "    return [('nvidia', '..', 'lib', 'libcublas.so.13')]\n",  # a path out of the site directory
+])
+def test_a_dll_paths_function_not_run_here_gives_a_note_never_a_guess(build, body):
+    venv, provider, _ = ort(build, True, "13.0")
+    init = venv / "lib/python3.12/site-packages/onnxruntime/__init__.py"
+    init.write_text("def _get_nvidia_dll_paths(is_windows, cuda=True, cudnn=True):\n" + body)
+    found = read_preloads((str(venv),), lambda d: frozenset(os.listdir(d)) if os.path.isdir(d) else None)
+    assert [p.path for p in found.preloads if p.framework == "onnxruntime"] == [str(provider)]
+    (note,) = found.notes
+    assert "what onnxruntime.preload_dlls() loads is unknown" in note

@@ -121,8 +121,11 @@ def _value(node: ast.expr, scope: dict, mod: "_Module"):
             right = _value(right, scope, mod)
             if type(op) not in _COMPARE:
                 raise Unknown(f"line {node.lineno}: {type(op).__name__}")
-            if not _COMPARE[type(op)](left, right):
-                return False
+            try:
+                if not _COMPARE[type(op)](left, right):
+                    return False
+            except TypeError as e:  # "13" >= 13
+                raise Unknown(f"line {node.lineno}: {e}") from None
             left = right
         return True
     if isinstance(node, ast.IfExp):
