@@ -111,19 +111,17 @@ def judge_triton_libcuda(searches: list[tuple[str, str | None]], driver_dirs, fi
                      variable=variable, driver_dirs=list(driver_dirs))
 
 
-def judge_triton_tools(tools, loader, findings: Findings) -> None:
+def judge_triton_tools(tools, env, findings: Findings) -> None:
     """Each NVIDIA tool Triton runs (loader/preloads/triton.py's `tools`)
     whose default, the file it runs with its variable unset, does not
     answer `--version`: absent, or, in a Nix store path, a program whose
     interpreter is outside the store (NixOS has none at that path, so the
     exec fails as if the file were missing, which Triton passes over)."""
-    env = loader.env
     for tool in tools:
-        elf = loader.candidate(tool.default)[1] if os.path.isfile(tool.default) else None
-        if not os.path.isfile(tool.default):
+        if not tool.present:
             why = "is not there"
-        elif env.nix and elf is not None and elf.interp and not env.in_store(elf.interp):
-            why = f"cannot run on NixOS: its interpreter {elf.interp} is outside the store"
+        elif env.nix and tool.interp and not env.in_store(tool.interp):
+            why = f"cannot run on NixOS: its interpreter {tool.interp} is outside the store"
         else:
             continue
         findings.add("triton-tool-missing", tool.knobs,

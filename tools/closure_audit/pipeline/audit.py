@@ -132,7 +132,7 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         installed = installed_files(dists)
     else:
         judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
-    judge_triton_tools(triton_tools(site_dirs(env.tree_roots)), loader, findings)
+    judge_triton_tools(triton_tools(site_dirs(env.tree_roots)), env, findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, read, from_host)

@@ -24,6 +24,7 @@ import ast
 import os
 from dataclasses import dataclass
 
+from ...elf.reader import InvalidElf, read_elf
 from .common import Listing, Preload, Preloads, function, parse
 
 CUPTI_VARIABLE = "TRITON_CUPTI_LIB_PATH"
@@ -38,6 +39,8 @@ class Tool:
     variable: str  # TRITON_PTXAS_PATH
     default: str  # absolute
     knobs: str  # the knobs.py that says so
+    present: bool = False  # a file is there
+    interp: str | None = None  # its PT_INTERP, where it is a program that names one
 
 
 def read(sites: list[str], listing: Listing, out: Preloads) -> None:
@@ -72,8 +75,13 @@ def tools(sites: list[str]) -> list[Tool]:
             binary = call.args[0].value if call.args and isinstance(call.args[0], ast.Constant) else None
             if isinstance(binary, str) and binary and "/" not in binary:
                 # env_nvidia_tool's key: f"TRITON_{binary.upper().replace('-', '_')}_PATH".
-                out.append(Tool(binary, f"TRITON_{binary.upper().replace('-', '_')}_PATH",
-                                os.path.join(where, binary), knobs))
+                default = os.path.join(where, binary)
+                try:
+                    elf = read_elf(default) if os.path.isfile(default) else None
+                except (OSError, InvalidElf):
+                    elf = None  # unreadable or malformed: its own invalid-elf finding says why
+                out.append(Tool(binary, f"TRITON_{binary.upper().replace('-', '_')}_PATH", default, knobs,
+                                os.path.isfile(default), elf.interp if elf is not None else None))
     return out
 
 
