@@ -289,7 +289,11 @@ def real_answer(result, steps, site: str, driver: str, libs: dict) -> dict:
 
 def preload_record(p, site: str) -> dict:
     d = asdict(p)
-    d["path"] = p.path if p.opener else os.path.relpath(p.path, site)
+    d["path"] = p.path if p.opener or p.host else os.path.relpath(p.path, site)
+    if p.host is None:
+        del d["host"]  # a name the host answers (cuda-pathfinder's fallback): kept only where there is one
+    else:
+        d["host"] = {k: list(v) for k, v in asdict(p.host).items()}
     d["opener"] = os.path.relpath(p.opener, site) if p.opener else None
     d["unless"] = list(p.unless)
     d["along"] = os.path.relpath(p.along, site) if p.along else None

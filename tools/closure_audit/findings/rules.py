@@ -65,6 +65,8 @@ _RULES = (
          "A framework's process maps a cuDNN or NCCL older than it was built against, or built for another CUDA major."),
     Rule("triton-libcuda-ldconfig", WARNING, None, ("variable", "driver_dirs"),
          "Triton in a Nix store path finds libcuda.so.1 with ldconfig -p, which fails on NixOS."),
+    Rule("triton-tool-missing", WARNING, WARNING, ("tool", "variable", "default"),
+         "Triton runs an NVIDIA tool (ptxas, ...) from its variable, else a default that is missing or cannot run."),
     Rule("duplicate-library-family", None, WARNING, ("family", "files", "sonames"),
          "Two copies of one CUDA library under different SONAMEs can be loaded in one process."),
     Rule("runpath-shadowable", None, INFO, ("needed", "host_path", "objects"),

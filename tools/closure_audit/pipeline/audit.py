@@ -18,7 +18,7 @@ from ..elf.releases import Releases, read_builds
 from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
-from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda
+from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda, judge_triton_tools
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -32,7 +32,7 @@ from ..loader import symbols as sym
 from ..loader.chains import resolve
 from ..loader.dlopen import read_opened
 from ..loader.preloads import read_preloads, site_dirs
-from ..loader.preloads.triton import libcuda_search
+from ..loader.preloads.triton import libcuda_search, tools as triton_tools
 from ..loader.process import UNION, build_processes
 from ..modes import TREE, Mode
 from ..nix.storepath import store_dir
@@ -136,6 +136,7 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         installed = installed_files(dists)
     else:
         judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
+    judge_triton_tools(triton_tools(site_dirs(env.tree_roots)), env, findings)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, opened_read, from_host)
