@@ -266,8 +266,8 @@ def test_gpu_code_without_kernels_needs_no_gpu(tmp_path, tmp_path_factory, build
 @needs_nvcc
 def test_the_judge_reads_nothing(tmp_path, build, gpu_lib, monkeypatch):
     """What the judge needs of the GPU code, the kernels of a file that no
-    cubin serves on a GPU included, is read while the facts are gathered."""
-    from closure_audit.findings import gpu
+    cubin serves on a GPU included, is read while the facts are gathered:
+    judging, nothing is read (a kernel not read would raise Unread)."""
     from closure_audit.policy.load import parse_policy
     from closure_audit.ops import doctor as op
 
@@ -279,7 +279,7 @@ def test_the_judge_reads_nothing(tmp_path, build, gpu_lib, monkeypatch):
     judge = op.judge_doctor
 
     def judging(*args):
-        monkeypatch.setattr(gpu, "kernels_of", lambda *_: pytest.fail("the judge read a file's kernels"))
+        monkeypatch.setattr(op, "kernels_of", lambda *_: pytest.fail("the judge read a file's kernels"))
         return judge(*args)
 
     monkeypatch.setattr(op, "judge_doctor", judging)

@@ -1,8 +1,9 @@
 """findings/gpu.py on its own: a file of code objects written here (PTX
 with its `.entry` lines; cubins made by gcc from C functions, their symbols
 marked as kernels the way ptxas marks them), its entries as elf/fatbin.py
-lists them, grouped and judged against a request. (Against nvcc's fat
-binaries and cuobjdump: tests/commands/test_archs.py.)"""
+lists them and their kernels as elf/payloads.py reads them, grouped and
+judged against a request. (Against nvcc's fat binaries and cuobjdump:
+tests/commands/test_archs.py.)"""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from elftools.elf.elffile import ELFFile
 
 from closure_audit.cuda.request import make_request
 from closure_audit.elf.fatbin import Entry
+from closure_audit.elf.payloads import kernels_of
 from closure_audit.elf.records import STO_CUDA_ENTRY
 from closure_audit.findings.collector import Findings
-from closure_audit.findings.gpu import (NATIVE_FALLBACK, FileArchs, GpuJudge, code_order, forward_ptx, group, jit_bytes,
-                                        on_gpu)
+from closure_audit.findings.gpu import (NATIVE_FALLBACK, FileArchs, GpuJudge, Unread, code_order, forward_ptx, group,
+                                        jit_bytes, on_gpu)
 from closure_audit.findings.policy import Policy
 from closure_audit.modes import TREE
+from closure_audit.ops import archs
 
 HEADER = 64
 KINDS = {"sm": "cubin", "compute": "ptx", "lto": "lto"}
@@ -46,9 +49,11 @@ def ptx(kernels: list[str], isa: str = "8.0") -> bytes:
                                                          for k in kernels)).encode()
 
 
-def fat_file(tmp_path, objects: list[tuple[str, bytes]], isa=(8, 0), section=".nv_fatbin") -> FileArchs:
+def fat_file(tmp_path, objects: list[tuple[str, bytes]], isa=(8, 0), section=".nv_fatbin",
+             read: bool = True) -> FileArchs:
     """`objects`: (code name, payload); each written after a header of
-    HEADER bytes, listed as elf/fatbin.py lists an uncompressed entry."""
+    HEADER bytes, listed as elf/fatbin.py lists an uncompressed entry; with
+    `read`, the kernels of every group read."""
     path = tmp_path / "libgpu.so"
     data, entries = b"", []
     for name, payload in objects:
@@ -59,7 +64,10 @@ def fat_file(tmp_path, objects: list[tuple[str, bytes]], isa=(8, 0), section=".n
                              HEADER + len(payload), "none", False, HEADER, len(payload), isa))
         data += bytes(HEADER) + payload
     path.write_bytes(data)
-    return FileArchs(str(path), 1, group(entries), [])
+    f = FileArchs(str(path), 1, group(entries), [])
+    for g in f.groups if read else ():
+        f.kernels.add(g, kernels_of(f.path, g.objects))
+    return f
 
 
 def judged(f: FileArchs, capabilities=None, forward_compat=False) -> dict[str, list]:
@@ -139,3 +147,44 @@ def test_what_could_not_be_read_is_said(tmp_path):
     f = FileArchs(str(tmp_path / "bad.so"), 1, [], ["container at 0x40: the file ends inside it"])
     (x,) = judged(f, ["9.0"])["invalid-fatbin"]
     assert x.fields["reason"] == "container at 0x40: the file ends inside it"
+
+
+def test_the_judgement_reads_nothing_and_asks_for_the_kernels_it_compares(tmp_path, monkeypatch):
+    """A judgement that compares kernels not read raises Unread and adds no
+    finding; ops/archs.py reads that group and judges again, so only the
+    groups compared are read, each once, in the order they are compared."""
+    k = cubin(tmp_path, ["k"])
+    f = fat_file(tmp_path, [("sm_80", k), ("sm_86", k), ("sm_90", k), ("compute_80", ptx(["k"]))], read=False)
+    findings = Findings(Policy(), TREE, ())
+    judge = GpuJudge(make_request(["8.9"], False, "test"), findings)
+    with pytest.raises(Unread) as raised:
+        judge.file(f)
+    assert raised.value.group.code.name == "compute_80" and findings.sorted() == []
+    read = []
+
+    def reading(path, entries):
+        read.append(entries[0].code.name)
+        return kernels_of(path, entries)
+
+    monkeypatch.setattr(archs, "kernels_of", reading)
+    archs.judged(judge, f)
+    # 8.9 runs sm_80 and sm_86 cubins: the PTX's one kernel is in sm_80's, so sm_86's is never read.
+    assert read == ["compute_80", "sm_80"]
+    assert [f.kernels.counted(g) for g in f.groups] == [1, None, None, 1]
+    assert sorted(x.fields["code"] for x in findings.sorted()) == ["compute_80", "sm_90"]  # each once
+
+
+def test_what_verdicts_compare_is_read_first(tmp_path):
+    k = cubin(tmp_path, ["k"])
+    f = fat_file(tmp_path, [("sm_80", k), ("compute_90", ptx(["k"]))], read=False)
+    assert f.kernels.to_compare([(8, 0), (8, 6)]) == []  # a cubin serves each: no kernel compared
+    assert on_gpu(f, (8, 6)) == ("cubin", [])
+    with pytest.raises(Unread):
+        on_gpu(f, (9, 0))
+    wanted = f.kernels.to_compare([(8, 6), (9, 0)])
+    assert wanted == f.groups
+    for g in wanted:
+        f.kernels.add(g, kernels_of(f.path, g.objects))
+    assert f.kernels.to_compare([(9, 0)]) == []
+    how, jit = on_gpu(f, (9, 0))
+    assert how == "jit" and [c.name for c in jit] == ["compute_90"]

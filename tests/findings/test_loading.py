@@ -12,6 +12,7 @@ import pytest
 
 from audits import venv
 from closure_audit.elf.dists import Distribution
+from closure_audit.elf.ondisk import present
 from closure_audit.findings.loading import FromHost, judge_loading
 from resolvedtree import EXT, real_load, resolved_tree
 
@@ -81,7 +82,7 @@ def test_the_caller_gathers_host_cuda_libraries_and_reports_them(build, tmp_path
     gathered = FromHost(providers=tree.resolved.providers, inside=tree.inside)
     judge_loading(tree.loader, tree.resolved, findings, gathered)
     assert not findings.sorted()  # left to the caller, with what is opened at run time
-    gathered.report(findings)
+    gathered.report(findings, frozenset())
     assert [f.rule for f in findings.sorted()] == ["cuda-library-from-host"]
 
 
@@ -150,9 +151,14 @@ def test_the_advice_never_says_to_install_what_is_installed(tmp_path):
     runtime = Distribution("nvidia-cuda-runtime", "13.0.96", str(tmp_path / "site/r.dist-info"))
     hosted = FromHost(installed={"libnvvm.so.4": [(nvvm, str(installed))],
                                  "libcudart.so.13": [(runtime, "/site/nvidia/cu13/lib/libcudart.so.13")]})
-    assert hosted.advice("libnvvm.so.4", "libx.so", []).startswith(
+    hosted.note("libnvvm.so.4", "/t/libx.so", "/host/libnvvm.so.4")
+    there = present(hosted.installed_copies())
+    assert there == {str(installed)}
+    assert hosted.advice("libnvvm.so.4", "libx.so", [], there).startswith(
         f"nvidia-nvvm 13.0.88 installs it, at {installed}, but no directory of the search path of libx.so holds it")
+    # A RECORD's file no longer on disk is not where to point.
+    assert hosted.advice("libnvvm.so.4", "libx.so", [], frozenset()).startswith("nvidia-nvvm 13.0.88, which ships")
     assert "installing none helps" in hosted.advice("libcudart.so", "libcupti.so.13",
-                                                    ["/site/nvidia/cu13/lib/libcudart.so.13"])
-    assert "is installed but holds no file libcudart.so.12" in hosted.advice("libcudart.so.12", "libx.so", [])
-    assert hosted.advice("libcufft.so.12", "libx.so", []).startswith("ship the nvidia-cufft")
+                                                    ["/site/nvidia/cu13/lib/libcudart.so.13"], there)
+    assert "is installed but holds no file libcudart.so.12" in hosted.advice("libcudart.so.12", "libx.so", [], there)
+    assert hosted.advice("libcufft.so.12", "libx.so", [], there).startswith("ship the nvidia-cufft")

@@ -103,7 +103,7 @@ def test_a_toolkit_library_only_the_host_has_is_a_second_copy_from_the_host(buil
     (row,) = judge.rows
     assert (row.path, row.inside) == (str(host), False) and "unresolved-dlopen-library" not in rules
     findings = Findings(Policy(), "tree")
-    from_host.report(findings)
+    from_host.report(findings, frozenset())
     (f,) = findings.sorted()
     assert (f.rule, f.file, f.severity, f.fields["host_path"]) == ("cuda-library-from-host", str(lib), "error",
                                                                     str(host))

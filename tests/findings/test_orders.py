@@ -1,5 +1,6 @@
 """findings/orders.py on its own: the union of two frameworks of a venv
-built with gcc, in both orders (loader/process.py), judged by judge_orders;
+built with gcc, in both orders (loader/process.py, which keeps the real
+path of a file that maps no object of its own), judged by judge_orders;
 the real loader imports them in each order and /proc/self/maps says which
 copy each order gets."""
 
@@ -10,8 +11,11 @@ import os
 import pytest
 
 from audits import venv
+from closure_audit.findings.collector import Findings
 from closure_audit.findings.orders import judge_orders
+from closure_audit.findings.policy import Policy
 from closure_audit.loader.process import UNION
+from closure_audit.modes import TREE
 from resolvedtree import EXT, real_load, resolved_tree, two_frameworks
 
 pytestmark = pytest.mark.fhs
@@ -34,6 +38,15 @@ def test_each_order_gets_the_copy_of_the_framework_imported_first(build):
     assert f.fields["orders"] == [["alpha", "beta"], ["beta", "alpha"]]
     entries = {e["file"]: (e["first"], e["second"]) for e in f.fields["objects"]}
     assert entries == {str(a_mod): (str(a_lib), str(b_lib)), str(b_mod): (str(a_lib), str(b_lib))}
+    # A need whose file maps no object of its own is judged by the real path the process kept for it.
+    (res,) = [r for o in union.objects_of(str(b_mod)) for r in o.resolutions if r.needed == "libcudart.so.13"]
+    real = res.target.real
+    res.target = None
+    union.reals[res.path] = real
+    findings = Findings(Policy(), TREE, ())
+    judge_orders(union, findings, lambda path: True)
+    (again,) = findings.sorted()
+    assert again.fields["objects"] == f.fields["objects"]
     first, _ = real_load(a_mod, b_mod)
     second, _ = real_load(b_mod, a_mod)
     assert str(a_lib) in first and str(b_lib) not in first

@@ -1,6 +1,7 @@
 """findings/processes.py on its own: two frameworks of a venv built with
 gcc, each with its own copy of a CUDA library; their processes made by the
-loader model (loader/process.py) and judged by judge_processes. The real
+loader model (loader/process.py), the copies compared() names told
+identical or not by elf/ondisk.py, and judged by judge_processes. The real
 loader says what one process importing both maps."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import os
 import pytest
 
 from audits import venv
-from closure_audit.findings.processes import family, judge_processes
+from closure_audit.elf.ondisk import identical_sets
+from closure_audit.findings.processes import compared, family, judge_processes
 from resolvedtree import EXT, real_load, resolved_tree, two_frameworks
 
 pytestmark = pytest.mark.fhs
@@ -18,7 +20,8 @@ pytestmark = pytest.mark.fhs
 def judged(build):
     tree = resolved_tree(build.root / "venv", processes=True)
     findings = tree.findings()
-    judge_processes(tree.processes, findings, tree.env.is_driver, tree.inside)
+    identical = identical_sets(compared(tree.processes, tree.env.is_driver))
+    judge_processes(tree.processes, findings, tree.env.is_driver, tree.inside, identical)
     return tree, {f.rule: f for f in findings.sorted()}
 
 
@@ -42,11 +45,17 @@ def test_two_copies_of_one_soname_and_what_the_union_maps(build):
 
 def test_byte_identical_copies_are_one_info_finding(build):
     _site, made = two_frameworks(build, None)
-    _tree, found = judged(build)
+    tree, found = judged(build)
     assert "duplicate-soname" not in found
     f = found["identical-library-copies"]
-    assert f.severity == "info" and f.fields["files"] == sorted(str(made[n][0]) for n in ("alpha", "beta"))
+    copies = sorted(str(made[n][0]) for n in ("alpha", "beta"))
+    assert f.severity == "info" and f.fields["files"] == copies
     assert len(f.fields["sha256"]) == 64
+    # The judge reads nothing: the copies it compares are those compared() names, told identical or not.
+    assert compared(tree.processes, tree.env.is_driver) == [copies]
+    findings = tree.findings()
+    judge_processes(tree.processes, findings, tree.env.is_driver, tree.inside, {tuple(copies): None})
+    assert [x.rule for x in findings.sorted()] == ["duplicate-soname"]
 
 
 def test_a_renamed_copy_is_the_same_family(build):

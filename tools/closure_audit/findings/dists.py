@@ -5,47 +5,34 @@ pip installs nvidia-cudnn-cu12 over nvidia-cudnn-cu13 (or the other way)
 without a word, and `pip check` is silent: the bytes on disk are the last
 one's, and a framework that requires the other one (PyTorch built for CUDA
 13 beside TensorFlow's CUDA 12 wheels) loads a build for another CUDA major.
-Which distribution's bytes are on disk is told by hashing the file against
-each RECORD; who loses, by the Requires-Dist of every distribution.
+Which distribution's bytes are on disk is read by elf/ondisk.py (sizes,
+then the file's hash against each RECORD); who loses is told here, by the
+Requires-Dist of every distribution.
 
-Takes: elf/dists.py's Distributions (what each dist-info's RECORD
-claims, its METADATA requires), by site-packages. Gives:
-distribution-file-conflict findings. It still hashes the file on disk that
-two RECORDs claim (tests/project/test_judges_read_nothing.py, LEFT).
+Takes: elf/dists.py's Distributions of each site-packages (what each
+dist-info's RECORD claims, its METADATA requires), and elf/ondisk.py's
+Contested files of that site (whose bytes each holds). Gives:
+distribution-file-conflict findings.
 """
 
 from __future__ import annotations
 
 import os
 
-from ..elf.dists import Distribution, cuda_major, owners, record_digest, sha256
+from ..elf.dists import Distribution, cuda_major
+from ..elf.ondisk import Contested
 from .collector import Findings
 
-def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: Findings) -> None:
+
+def judge_claims(sites: list[tuple[list[Distribution], list[Contested]]], findings: Findings) -> None:
     """One finding per pair of distributions claiming paths with different
-    bytes, and per distribution whose bytes are on disk."""
-    for site, dists in dists_by_site:
+    bytes, and per distribution whose bytes are on disk; `sites`: the
+    distributions of each site and its contested files."""
+    for dists, files in sites:
         groups: dict[tuple, list[str]] = {}
-        for rel, claimants in sorted(owners(dists).items()):
-            if len(claimants) < 2 or len({d.files[rel] for d in claimants}) < 2:
-                continue  # one owner, or the same bytes recorded by each
-            path = os.path.join(site, rel)
-            try:
-                size = os.path.getsize(path)
-            except OSError:
-                continue  # not on disk any more: uninstalling one deleted it
-            # cuDNN's libraries are hundreds of MB: hashed only when sizes leave the
-            # question open. One claimant's recorded size alone matching, every other's
-            # recorded and different, tells whose bytes these are (a gigabyte of cuDNN
-            # and NCCL in a venv with both CUDA majors, read for nothing otherwise).
-            sized = [d for d in claimants if d.sizes.get(rel, size) == size]
-            if len(sized) == 1 and all(rel in d.sizes for d in claimants):
-                on_disk = sized[0]
-            else:
-                disk = record_digest(sha256(path)) if sized else None
-                on_disk = next((d for d in sized if disk is not None and d.files[rel] == disk), None)
-            key = (tuple(sorted(d.dist_info for d in claimants)), on_disk.dist_info if on_disk else None)
-            groups.setdefault(key, []).append(path)
+        for c in files:
+            key = (tuple(sorted(d.dist_info for d in c.claimants)), c.on_disk.dist_info if c.on_disk else None)
+            groups.setdefault(key, []).append(c.path)
         by_dir = {d.dist_info: d for d in dists}
         for (names, winner), paths in groups.items():
             _finding(findings, [by_dir[n] for n in names], by_dir.get(winner), paths, dists)

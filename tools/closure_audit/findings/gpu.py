@@ -21,14 +21,17 @@ Takes: elf/fatbin.py's Entries of each file (FileArchs, made by ops/archs.py
 and ops/why_build.py), and a cuda/request.py Request. Gives: FileArchs and
 ArchReport for output/, the verdict of one file on one GPU (on_gpu), and
 GpuJudge's findings (missing-, unexpected-, jit-only-gpu-arch,
-native-arch-fallback, invalid-fatbin). The kernels of entries compared are
-still read here, when asked (Kernels; test_judges_read_nothing.py, LEFT).
+native-arch-fallback, invalid-fatbin). Kernels holds the kernels the
+reading side read (elf/payloads.py kernels_of): a judgement that compares a
+group not read raises Unread, and is made again once that group is read
+(ops/archs.py), so that only the groups compared are read, in the order they
+are compared; to_compare() names those a verdict on some GPUs may compare,
+for reading first (doctor, why-build --gpu).
 """
 
 from __future__ import annotations
 
 from ..elf.fatbin import Entry
-from ..elf.payloads import kernels_of
 from ..cuda.code import Code, runs_on, serves
 from ..cuda.request import Request
 from ..util import format_size
@@ -63,11 +66,21 @@ class CodeGroup:
         self.debug = self.debug or e.debug
 
 
+class Unread(Exception):
+    """A judgement compares the kernels of a group that was not read: the
+    reading side reads them (Kernels.add) and judges again."""
+
+    def __init__(self, group: CodeGroup):
+        super().__init__(f"the kernels of {group.code.name} in {group.section} were not read")
+        self.group = group
+
+
 class Kernels:
-    """The kernels of one file's code objects, read when first asked for:
-    each asks for payloads to be read and decompressed, which a listing never
-    needs. Code that defines no kernel is never launched, so it neither fails
-    nor serves a GPU; code whose kernels cannot be read (LTO IR, a damaged
+    """The kernels of one file's code objects, as the reading side read
+    them: reading asks for payloads to be read and decompressed, which a
+    listing never needs, so only the groups a judgement compares are read.
+    Code that defines no kernel is never launched, so it neither fails nor
+    serves a GPU; code whose kernels cannot be read (LTO IR, a damaged
     payload) counts as holding some."""
 
     __slots__ = ("path", "groups", "_names")
@@ -80,12 +93,20 @@ class Kernels:
     def codes(self) -> list[Code]:
         return sorted({g.code for g in self.groups}, key=code_order)
 
+    def add(self, g: CodeGroup, names: frozenset[str] | None) -> None:
+        """The kernels the reading side read of one group (None: unreadable)."""
+        self._names[id(g)] = names
+
+    def read(self, g: CodeGroup) -> bool:
+        return id(g) in self._names
+
     def of_group(self, g: CodeGroup) -> frozenset[str] | None:
-        """The kernels of one group, None when some object's cannot be read."""
-        key = id(g)
-        if key not in self._names:
-            self._names[key] = kernels_of(self.path, g.objects)
-        return self._names[key]
+        """The kernels of one group, None when some object's cannot be read.
+        Raises Unread when the group was not read."""
+        try:
+            return self._names[id(g)]
+        except KeyError:
+            raise Unread(g) from None
 
     def counted(self, g: CodeGroup) -> int | None:
         """The kernels of a group when they were read and could be, else None."""
@@ -103,14 +124,14 @@ class Kernels:
                 out |= names
         return out
 
-    def read_for(self, devices: list[tuple[int, int]], usable=serves) -> None:
-        """Read now the kernels verdict() may ask for on `devices` (those of
-        every code, where no cubin serves a device), so that judging reads
-        nothing."""
+    def to_compare(self, devices: list[tuple[int, int]], usable=serves) -> list[CodeGroup]:
+        """The groups not read yet that verdict() may compare on `devices`
+        (those of every code, where no cubin serves a device), for reading
+        before judging."""
         codes = self.codes()
-        if any(not any(usable(c, d) for c in codes if c.kind == "sm") for d in devices):
-            for c in codes:
-                self.of(c)
+        if all(_cubin_for(codes, d, usable) for d in devices):
+            return []
+        return [g for g in self.groups if not self.read(g)]
 
     def hold_any(self, codes) -> bool:
         """Whether any of `codes` defines a kernel (or may)."""
@@ -137,12 +158,17 @@ def verdict(kernels: Kernels, codes: list[Code], device: tuple[int, int], usable
     with the PTX or LTO IR that serves it instead; "missing" when nothing that
     defines kernels does; "idle" when the file defines no kernel at all, which
     fails no GPU. Kernels are read only where a cubin is not enough."""
-    if any(usable(c, device) for c in codes if c.kind == "sm"):
+    if _cubin_for(codes, device, usable):
         return "cubin", []
     jit = [c for c in codes if c.kind != "sm" and usable(c, device) and kernels.hold_any([c])]
     if jit:
         return "jit", jit
     return ("missing" if kernels.hold_any(codes) else "idle"), []
+
+
+def _cubin_for(codes: list[Code], device: tuple[int, int], usable) -> bool:
+    """Whether a cubin serves `device`: then no kernel is compared."""
+    return any(usable(c, device) for c in codes if c.kind == "sm")
 
 
 def on_gpu(f: "FileArchs", device: tuple[int, int], isa: tuple[int, int] | None = None) -> tuple[str, list[Code]]:
@@ -246,9 +272,21 @@ class GpuJudge:
 
     def __init__(self, request: Request | None, findings: Findings):
         self.request = request
-        self.add = findings.add
+        self.findings = findings
+        self._found: list[tuple[tuple, dict]] = []
+
+    def add(self, *args, **fields) -> None:
+        self._found.append((args, fields))
 
     def file(self, f: FileArchs) -> None:
+        """Judge one file. Raises Unread, having added nothing, when the
+        judgement compares kernels not read: judged again once they are."""
+        self._found = []
+        self._file(f)
+        for args, fields in self._found:
+            self.findings.add(*args, **fields)
+
+    def _file(self, f: FileArchs) -> None:
         for problem in f.problems:
             self.add("invalid-fatbin", f.path, problem, reason=problem)
         if not f.groups:

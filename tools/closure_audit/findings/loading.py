@@ -12,8 +12,9 @@ Resolved), the rows of findings/opened.py (which entry points are plugins),
 and for a tree the Processes and installed files (FromHost). Gives: the
 loading findings (unresolved-library, resolved-on-host, runpath-*, ...) on the
 collector; FromHost gathers cuda-library-from-host and preloaded-library for
-this judge and findings/opened.py. Whether a RECORD's installed file is there
-is still asked of the disk (test_judges_read_nothing.py, LEFT).
+this judge and findings/opened.py, and reports them given which installed
+files of those libraries are on disk (FromHost.installed_copies, read by
+elf/ondisk.py present).
 """
 
 from __future__ import annotations
@@ -79,7 +80,13 @@ class FromHost:
                      imported_first=need.first, **fields)
         return True
 
-    def report(self, findings: Findings) -> None:
+    def installed_copies(self) -> list[str]:
+        """The files installed under the names of the libraries noted, which
+        report() asks to be told are on disk or not."""
+        return [p for name in sorted(self._libraries) for _d, p in self.installed.get(name, ())]
+
+    def report(self, findings: Findings, present: frozenset[str]) -> None:
+        """`present`: those of installed_copies() that are on disk."""
         for name, (host_path, objects) in sorted(self._libraries.items()):
             files = [f for f in sorted(objects) if not findings.ignored(f)
                      and not self.preloaded(findings, f, name, host_path)]
@@ -106,7 +113,7 @@ class FromHost:
                         if versioned else "")
                 text = (f"{name} is not in the tree{only}; only the host has it, at {host_path}, and {count} "
                         f"it ({os.path.basename(files[0])}{more}){twice}: "
-                        f"{self.advice(name, os.path.basename(files[0]), versioned)}")
+                        f"{self.advice(name, os.path.basename(files[0]), versioned, present)}")
             text += self.triton(files, name, held)
             findings.add("cuda-library-from-host", files[0], text, needed=name, host_path=host_path,
                          objects=files, opened=opened, tree_copies=held + versioned)
@@ -134,13 +141,13 @@ class FromHost:
             self._dists = list({id(d): d for files in self.installed.values() for d, _p in files}.values())
         return self._dists
 
-    def advice(self, name: str, needer: str, versioned: list[str]) -> str:
+    def advice(self, name: str, needer: str, versioned: list[str], present: frozenset[str]) -> str:
         """What to do, checked against the installed distributions: where a
         file of that name is installed, where it is and why the search
         misses it; where the distribution that ships the library is
         installed without that name, that no install helps; else what to
-        install."""
-        exact = [(d, p) for d, p in self.installed.get(name, ()) if os.path.exists(p)]
+        install. `present`: the installed files of `name` on disk."""
+        exact = [(d, p) for d, p in self.installed.get(name, ()) if p in present]
         if exact:
             d, path = exact[0]
             return (f"{d.name} {d.version} installs it, at {path}, but no directory of the search path of "
@@ -396,4 +403,4 @@ def judge_loading(loader: Loader, resolved: Resolved, findings: Findings, from_h
         judge.judge(chain)
     judge.report_shadowable()
     if from_host is None:
-        judge.from_host.report(findings)
+        judge.from_host.report(findings, frozenset())  # no distribution known: nothing installed

@@ -6,9 +6,9 @@ import-order-differs finding per library: a warning when an order makes a
 load fail (a framework without its GPU libraries), information when both
 orders load, each another copy.
 
-Takes: the union Process and its reverse (loader/process.py). Gives:
-import-order-differs findings. A resolution the model kept no file for is
-still made real here (os.path.realpath; test_judges_read_nothing.py, LEFT).
+Takes: the union Process and its reverse (loader/process.py), with the
+real path of each file a need resolves to (its object's, else the
+process's `reals`). Gives: import-order-differs findings.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ def judge_orders(union: Process, findings: Findings, inside=None) -> None:
         theirs = next(iter(other.objects_of(obj.real)), None)
         if theirs is None:
             continue
-        answers = {r.needed: _file(r) for r in theirs.resolutions}
+        answers = {r.needed: _file(r, other) for r in theirs.resolutions}
         for res in obj.resolutions:
             if res.needed not in answers:
                 continue
-            first, second = _file(res), answers[res.needed]
+            first, second = _file(res, union), answers[res.needed]
             if first != second:
                 entry = {"file": obj.real, "first": first, "second": second}
                 if entry not in by_library.setdefault(res.needed, []):
@@ -66,10 +66,10 @@ def _objects(proc: Process):
         yield from chain.objects
 
 
-def _file(res) -> str | None:
+def _file(res, proc: Process) -> str | None:
     if res.how == NOT_FOUND:
         return None
-    return res.target.real if res.target is not None else os.path.realpath(res.path)
+    return res.target.real if res.target is not None else proc.reals[res.path]
 
 
 def _order(frameworks: list[str]) -> str:

@@ -22,9 +22,9 @@ framework alone, the finding lists it (`differs`), and `union` names the
 copies the union maps.
 
 Takes: loader/process.py's Processes (each framework's link map and the
-union's). Gives: duplicate-soname, duplicate-library-family and
-identical-library-copies findings. Copies are still hashed here to tell
-identical ones (test_judges_read_nothing.py, LEFT).
+union's), and for each set of copies that copies() names, the SHA-256 they
+share or None (elf/ondisk.py identical_sets). Gives: duplicate-soname,
+duplicate-library-family and identical-library-copies findings.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import re
 
-from ..elf.dists import sha256
 from ..loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from ..loader.environment import matches_any
 from ..loader.process import UNION, Process
@@ -49,14 +48,13 @@ def family(name: str) -> str | None:
     return m.group(1)
 
 
-def judge_processes(processes: list[Process], findings: Findings, is_driver, inside=None) -> None:
-    """`inside(path)`: whether a file is the tree's (the finding's `file` is one)."""
-    inside = inside or (lambda path: True)
+def copies(processes: list[Process], is_driver):
+    """The copies of one library across the frameworks' own processes: by
+    SONAME, file -> frameworks; by family, SONAME -> file -> frameworks."""
     by_soname: dict[str, dict[str, list[str]]] = {}  # soname -> file -> frameworks
     by_family: dict[str, dict[str, dict[str, list[str]]]] = {}  # family -> soname -> file -> frameworks
-    union = next((p for p in processes if p.name == UNION), None)
     for proc in processes:
-        if proc is union:
+        if proc.name == UNION:
             continue
         for obj in proc.link_map.objects:
             name = obj.elf.soname or os.path.basename(obj.real)
@@ -68,12 +66,33 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver, ins
             fam = family(name)
             if fam is not None:
                 by_family.setdefault(fam, {}).setdefault(name, {})[obj.real] = by_soname[name][obj.real]
+    return by_soname, by_family
+
+
+def compared(processes: list[Process], is_driver) -> list[list[str]]:
+    """The sets of files judge_processes asks to be told identical or not:
+    two files or more under one SONAME, or of one family under two SONAMEs."""
+    by_soname, by_family = copies(processes, is_driver)
+    return ([sorted(files) for files in by_soname.values() if len(files) > 1]
+            + [sorted({p for by_file in sonames.values() for p in by_file})
+               for sonames in by_family.values() if len(sonames) > 1])
+
+
+def judge_processes(processes: list[Process], findings: Findings, is_driver, inside=None,
+                    identical: dict[tuple[str, ...], str | None] | None = None) -> None:
+    """`inside(path)`: whether a file is the tree's (the finding's `file` is
+    one); `identical`: the SHA-256 shared by each set of compared() files,
+    or None."""
+    inside = inside or (lambda path: True)
+    identical = identical or {}
+    union = next((p for p in processes if p.name == UNION), None)
+    by_soname, by_family = copies(processes, is_driver)
     moved = differs(processes, union) if union is not None else []
     for soname, files in sorted(by_soname.items()):
         if len(files) > 1:
             paths = sorted(files)
-            if _identical(findings, paths, inside, f"{soname}: {len(paths)} copies with this SONAME", files,
-                          soname=soname):
+            if _identical(findings, paths, identical, inside, f"{soname}: {len(paths)} copies with this SONAME",
+                          files, soname=soname):
                 continue
             mapped = [o.real for o in union.link_map.objects if o.real in files] if union is not None else []
             changed = [d for d in moved if d["alone"] in files or d["union"] in files]
@@ -92,7 +111,7 @@ def judge_processes(processes: list[Process], findings: Findings, is_driver, ins
         if len(sonames) > 1:
             files = {p: procs for by_file in sonames.values() for p, procs in by_file.items()}
             paths = sorted(files)
-            if _identical(findings, paths, inside, f"{fam}: {len(paths)} copies under different SONAMEs "
+            if _identical(findings, paths, identical, inside, f"{fam}: {len(paths)} copies under different SONAMEs "
                           f"({', '.join(sorted(sonames))})", files, family=fam):
                 continue
             findings.add("duplicate-library-family", _shown(paths, inside),
@@ -108,18 +127,11 @@ def _shown(paths: list[str], inside) -> str:
     return mine[1] if len(mine) > 1 else mine[0]
 
 
-def _identical(findings: Findings, paths: list[str], inside, what: str, files, **fields) -> bool:
-    """One info finding when every copy has the same bytes; False otherwise
-    (copies of different sizes are never read)."""
-    try:
-        if len({os.path.getsize(p) for p in paths}) != 1:
-            return False
-    except OSError:
+def _identical(findings: Findings, paths: list[str], identical, inside, what: str, files, **fields) -> bool:
+    """One info finding when every copy has the same bytes; False otherwise."""
+    digest = identical.get(tuple(paths))
+    if digest is None:
         return False
-    digests = {sha256(p) for p in paths}
-    if len(digests) != 1 or None in digests:
-        return False
-    digest = digests.pop()
     findings.add("identical-library-copies", _shown(paths, inside),
                  f"{what} are byte-identical (SHA-256 {digest[:16]}...) and can be mapped in one process "
                  f"({_where(files)}): the same build, loaded twice, each copy with its own state",

@@ -86,6 +86,8 @@ class Process:
     # dlopens by name after the imports (loader/preloads/tensorflow.py): each one and the file it got, or None
     opened: list[tuple[Preload, str | None]] = field(default_factory=list)
     skipped: set[str] = field(default_factory=set)  # preloads (paths) not made: a name they give was loaded
+    # The real path of each file a need resolves to that maps no object of its own (Resolution.target None).
+    reals: dict[str, str] = field(default_factory=dict)
 
     def objects_of(self, real: str) -> list[LoadedObject]:
         """The objects of that file, a failed load's included: their other
@@ -291,6 +293,10 @@ def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:
     lm = proc.link_map
     sizes = len(lm.objects), len(lm.by_name), len(lm.by_ident)
     chain = loader.chain(path, elf, link_map=lm)
+    for obj in chain.objects:
+        for res in obj.resolutions:
+            if res.target is None and res.path is not None:
+                proc.reals[res.path] = loader.realpath(res.path)
     missing = next((r.needed for o in chain.objects for r in o.resolutions
                     if r.how == NOT_FOUND and not matches_any(r.needed, GLIBC_FAMILY)), None)
     if missing is not None:

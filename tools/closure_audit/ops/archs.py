@@ -7,10 +7,11 @@ from collections import namedtuple
 from contextlib import nullcontext
 
 from ..elf.fatbin import read_files
+from ..elf.payloads import kernels_of
 from ..elf.walk import walk_targets
 from ..pipeline.found import check_found
 from ..findings.collector import Findings
-from ..findings.gpu import ArchReport, FileArchs, GpuJudge, group
+from ..findings.gpu import ArchReport, FileArchs, GpuJudge, Unread, group
 from . import result_type
 
 # scope: the targets.Scope commands/ resolved; request: cuda.request.Request
@@ -44,10 +45,22 @@ def archs(scope, policy, request, deep: bool, progress=None, kernels: bool = Fal
     for path, code in read_files(paths, deep, progress=progress).items():
         if code.entries or code.problems:
             f = FileArchs(path, code.containers, group(code.entries), code.problems)
-            judge.file(f)
+            judged(judge, f)
             if kernels:
                 for g in f.groups:
-                    f.kernels.of_group(g)
+                    if not f.kernels.read(g):
+                        f.kernels.add(g, kernels_of(path, g.objects))
             report.files.append(f)
     report.findings = findings.sorted()
     return report
+
+
+def judged(judge: GpuJudge, f: FileArchs) -> None:
+    """Judge a file, reading the kernels of each group the judgement
+    compares when it asks (Unread), and judging again: the payloads read
+    are those compared, in the order they are, and no others."""
+    while True:
+        try:
+            return judge.file(f)
+        except Unread as need:
+            f.kernels.add(need.group, kernels_of(f.path, need.group.objects))

@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from ..cuda import release
 from ..cuda.code import runs_on
 from ..cuda.driver import library_version_from_name
+from ..elf.payloads import kernels_of
 from ..findings.collector import Findings
 from ..findings.doctor import DriverUse, TargetFacts, judge_doctor
 from ..findings.gpu import Kernels, group
@@ -44,8 +45,9 @@ def run(options: Options, progress=nullcontext) -> Result:
                 facts.append(target_facts(report, loader, host))
     devices = [g.device for g in host.gpus if g.device is not None]
     for f in facts:
-        for kernels in f.gpu_code.values():
-            kernels.read_for(devices, runs_on)
+        for kernels in f.gpu_code.values():  # those the verdicts compare, read before judging
+            for g in kernels.to_compare(devices, runs_on):
+                kernels.add(g, kernels_of(kernels.path, g.objects))
     findings = Findings(options.policy, facts[0].mode if facts else NIX_STORE, None)
     checks = judge_doctor(host, facts, findings)
     return Result(host, facts, checks, findings.sorted())

@@ -21,6 +21,7 @@ from ..cuda.ptx import newest_isa
 from ..drv.derivation import read_graph
 from ..drv.plan import make_plan, open_substituters, why_build
 from ..drv.requested import requested
+from ..elf.payloads import kernels_of
 from ..errors import ClosureError
 from ..findings.gpu import FileArchs, group
 from ..findings.runs import Candidate, configuration, judge_files, judge_request, rank
@@ -113,7 +114,8 @@ class _Judge:
 
         def visit(name: str, path: str, code) -> None:
             f = FileArchs(path, code.containers, group(code.entries), code.problems)
-            f.kernels.read_for(self.devices)  # while the file exists: a NAR's member is gone afterwards
+            for g in f.kernels.to_compare(self.devices):  # while the file exists: a NAR's member is gone afterwards
+                f.kernels.add(g, kernels_of(path, g.objects))
             f.path = name
             files.append(f)
 

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 
 from ..elf.dists import enclosing_sites, installed_files, read_distributions
+from ..elf.ondisk import contested, identical_sets, present
 from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
@@ -22,7 +23,7 @@ from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_trit
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
-from ..findings.processes import judge_processes
+from ..findings.processes import compared, judge_processes
 from ..findings.rules import has_error
 from ..findings.symbols import judge_tables, judge_undefined, judge_versions
 from ..host.root import Root, RootFiles
@@ -125,13 +126,13 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         preloads = read_preloads(env.tree_roots, loader.listing)
         processes, unread = build_processes(loader, resolved, env.tree_roots, preloads, import_order), preloads.notes
         inside = lambda p: env.in_tree(loader.realpath(p))  # noqa: E731
-        judge_processes(processes, findings, env.is_driver, inside)
+        judge_processes(processes, findings, env.is_driver, inside, identical_sets(compared(processes, env.is_driver)))
         for union in (p for p in processes if p.name == UNION):
             judge_orders(union, findings, inside)
         judge_gpu_init(processes, findings, resolved.providers, inside)
         sites = enclosing_sites(env.tree_roots, site_dirs(env.tree_roots))
         dists = [(site, read_distributions(site)) for site in sites]
-        judge_claims([(s, d) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
+        judge_claims([(d, contested(s, d)) for s, d in dists if s in site_dirs(env.tree_roots)], findings)
         judge_provider_loads(processes, findings, resolved.providers, inside, [d for _, ds in dists for d in ds])
         installed = installed_files(dists)
     else:
@@ -141,7 +142,7 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, opened_read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
-    from_host.report(findings)
+    from_host.report(findings, present(from_host.installed_copies()))
     releases = Releases(dists)
     edges = [(o.real, loader.realpath(r.path)) for c in resolved.chains for o in c.objects
              for r in o.resolutions if r.path is not None]
