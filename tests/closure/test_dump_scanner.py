@@ -126,6 +126,40 @@ def test_damaged_dumps_are_refused_or_read_as_json_does(shape, old, new):
     same(damaged)
 
 
+# Texts that are not JSON only where cut into pieces (between the top
+# container's elements) and each piece is checked alone.
+NOT_JSON_IN_PIECES = [
+    (b"}}", b"},}", "object"),  # a comma with no element after it
+    (b"}]", b"},]", "list"),
+    (b"}]", b"}]]", "list"),  # a close too many
+    (b"},", b"},,", "object"),  # an empty element between two
+    (b"},", b"}}", "object"),
+    (b"},", b"}, ", "list"),
+    (b"},", b"} ,", "object"),
+]
+
+
+@pytest.mark.parametrize("checked", [1, 40, 1 << 20])
+@pytest.mark.parametrize("old, new, shape", NOT_JSON_IN_PIECES)
+def test_the_syntax_is_checked_a_piece_at_a_time_as_whole(checked, old, new, shape, monkeypatch):
+    """The skeleton's syntax is checked by orjson a piece at a time, cut at
+    the commas between the top container's elements: a text is read only
+    where it is JSON whole, and refused with JSON's own error otherwise."""
+    monkeypatch.setattr(scan, "CHECKED", checked)
+    data = compact(12, shape)
+    assert scan.scan(data, S) is not None
+    cut = data.rfind(old) if old in (b"}}", b"}]") else data.find(old, len(data) // 2)
+    damaged = data[:cut] + new + data[cut + len(old):]
+    try:
+        json.loads(damaged)
+    except ValueError:
+        assert issubclass(same(damaged)[0], ValueError)
+        assert scan.scan(damaged, S) is None
+    else:  # the same text whole is JSON (a space): read by the scanner, as JSON reads it
+        same(damaged)
+        assert scan.scan(damaged, S) is not None
+
+
 def test_references_are_resolved_by_their_whole_text():
     """A reference with a path's hash part but another name is not that path:
     the closure is incomplete, as a lookup of its text says."""
@@ -182,7 +216,7 @@ def test_a_dump_read_in_small_pieces_is_read_alike(threads, monkeypatch):
     whole = same(data)
     monkeypatch.setattr(scan, "THREADS", threads)
     monkeypatch.setattr(util.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5)):
+    for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5), ("CHECKED", 16)):
         monkeypatch.setattr(scan, name, value)
     monkeypatch.setattr(scan._Bytes.equal, "__defaults__", (2,))
     assert scan.scan(data, S) is not None and same(data) == whole
