@@ -37,7 +37,7 @@ store here holds a million paths for `nix path-info` to read.
 Exit status 1 when a target is missed.
 
   python3 benchmarks/bench_scale.py [--runs N] [--sizes 2000,10000,100000]
-      [--store-paths 3000 | --no-store] [--million [--million-runs N]]
+      [--store-paths 3000 | --no-store] [--million [--million-runs N] [--million-graphs shallow,deep]]
 """
 
 from __future__ import annotations
@@ -177,6 +177,7 @@ def main() -> int:
     ap.add_argument("--million", action="store_true",
                     help="also every command at 1,000,000 paths, shallow and deep graphs (dumps of 950 MB each)")
     ap.add_argument("--million-runs", type=int, default=3)
+    ap.add_argument("--million-graphs", default="shallow,deep", help="which graphs at a million paths")
     args = ap.parse_args()
     require("/usr/bin/time", "time")
     require("gcc", "gcc")
@@ -242,7 +243,7 @@ def main() -> int:
                    t.seconds < LIMITS["size-all"] and t.peak_mb < LIMIT_MB and t.returncode == 0))
 
     if args.million:
-        for depth in ("shallow", "deep"):
+        for depth in args.million_graphs.split(","):
             checks += million(audit, depth, args.million_runs, work)
 
     print(f"\nthe dump shapes Nix writes, {n:,} paths with closureSize: closure-audit size")
