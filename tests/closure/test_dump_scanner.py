@@ -81,6 +81,19 @@ def test_dumps_read_from_bytes_as_json_reads_them(data):
     assert scan.scan(data, S) is not None  # Nix's shapes are the scanner's own
 
 
+@settings(max_examples=100, deadline=None)
+@given(dumps())
+def test_dumps_checked_in_small_pieces_are_read_alike(data):
+    """The syntax check a few bytes at a time, on dumps indented and not."""
+    checked = scan.CHECKED
+    scan.CHECKED = 16
+    try:
+        same(data)
+        assert scan.scan(data, S) is not None
+    finally:
+        scan.CHECKED = checked
+
+
 DAMAGE = [
     (b'"narSize":', b'"narSize":-'),  # a negative size
     (b'"narSize":', b'"narSize":1.5e'),  # a fraction
