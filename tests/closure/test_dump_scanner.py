@@ -262,7 +262,7 @@ def test_a_read_keeps_the_memory_it_frees_for_its_next_arrays():
     probe = """if True:
         import resource
         import numpy as np
-        from closure_audit.closure.scan import kept_heap
+        from closure_audit.closure.heap import kept_heap
 
         def faults():
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -28,7 +28,8 @@ from ..nix.command import find, nix, run
 from ..nix.storepath import is_store_basename, store_dir
 from . import CLOSURE_TARGETS
 from .reach import reverse
-from .scan import kept_heap, scan
+from .heap import kept_heap
+from .scan import scan
 
 
 class Graph:
