@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from closure_audit import util
-from closure_audit.closure import scan
+from closure_audit.closure import scan, skeleton
 from closure_audit.closure.graph import build_graph, loads, parse_path_info, read_path_info
 from closure_audit.errors import ClosureError
 
@@ -85,13 +85,13 @@ def test_dumps_read_from_bytes_as_json_reads_them(data):
 @given(dumps())
 def test_dumps_checked_in_small_pieces_are_read_alike(data):
     """The syntax check a few bytes at a time, on dumps indented and not."""
-    checked = scan.CHECKED
-    scan.CHECKED = 16
+    checked = skeleton.CHECKED
+    skeleton.CHECKED = 16
     try:
         same(data)
         assert scan.scan(data, S) is not None
     finally:
-        scan.CHECKED = checked
+        skeleton.CHECKED = checked
 
 
 DAMAGE = [
@@ -158,7 +158,7 @@ def test_the_syntax_is_checked_a_piece_at_a_time_as_whole(checked, old, new, sha
     """The skeleton's syntax is checked by orjson a piece at a time, cut at
     the commas between the top container's elements: a text is read only
     where it is JSON whole, and refused with JSON's own error otherwise."""
-    monkeypatch.setattr(scan, "CHECKED", checked)
+    monkeypatch.setattr(skeleton, "CHECKED", checked)
     data = compact(12, shape)
     assert scan.scan(data, S) is not None
     cut = data.rfind(old) if old in (b"}}", b"}]") else data.find(old, len(data) // 2)
@@ -229,8 +229,9 @@ def test_a_dump_read_in_small_pieces_is_read_alike(threads, monkeypatch):
     whole = same(data)
     monkeypatch.setattr(scan, "THREADS", threads)
     monkeypatch.setattr(util.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5), ("CHECKED", 16)):
+    for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5)):
         monkeypatch.setattr(scan, name, value)
+    monkeypatch.setattr(skeleton, "CHECKED", 16)
     monkeypatch.setattr(scan._Bytes.equal, "__defaults__", (2,))
     assert scan.scan(data, S) is not None and same(data) == whole
 

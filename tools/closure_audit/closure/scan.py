@@ -31,10 +31,9 @@ import numpy as np
 
 from ..util import usable_cores
 from .heap import kept_heap
+from .skeleton import CLASSES, CLOSE, IS_CLOSE, IS_OPEN, IS_SCALAR, IS_SPACE, OPEN, is_json
 
 QUOTE, COLON = 34, 58
-OPEN, CLOSE = b"{[", b"}]"
-SPACE = b" \t\n\r"
 BLOCK = 1 << 24  # bytes compared at once when finding the quotes
 PIECE = 1 << 20  # strings read at once where each needs several temporary arrays
 SKELETON_PIECE = 1 << 16  # gaps between strings copied at once: a few MB of indices
@@ -197,10 +196,10 @@ def _scan(data: bytes, store: str):
     if control or len(q) % 2 or len(q) == 0:
         return None
     sk, sq = _skeleton(buf.a, q)
-    cls = _CLASS[sk]
-    brackets = np.flatnonzero(cls & (_OPEN | _CLOSE))
-    opened = np.cumsum(np.where(cls[brackets] & _OPEN, 1, -1), dtype=np.int32)  # containers open after each
-    if not _is_json(sk, cls, brackets, opened):
+    cls = CLASSES[sk]
+    brackets = np.flatnonzero(cls & (IS_OPEN | IS_CLOSE))
+    opened = np.cumsum(np.where(cls[brackets] & IS_OPEN, 1, -1), dtype=np.int32)  # containers open after each
+    if not is_json(sk, cls, brackets, opened):
         return None
     s_from = q[0::2] + 1
     s_len = q[1::2] - s_from
@@ -210,61 +209,6 @@ def _scan(data: bytes, store: str):
     arrays = dict(sk=sk, sq=sq, s_from=s_from, s_len=s_len, cls=cls, brackets=brackets, opened=opened)
     del sk, sq, s_from, s_len, cls, brackets, opened
     return _read(buf, arrays, store)
-
-
-CHECKED = 1 << 20  # bytes of the skeleton orjson checks at once
-
-
-def _is_json(sk: np.ndarray, cls: np.ndarray, brackets: np.ndarray, opened: np.ndarray) -> bool:
-    """Whether the skeleton is a JSON text, checked by orjson a piece at a
-    time: the top container's elements, a megabyte of them to a piece,
-    each piece in the container's own brackets (whole, orjson's parse of a
-    million-path skeleton held 1.1 GB at once). Pieces cut at any commas
-    between elements, each valid in the brackets, are valid joined again by
-    those commas; the cuts are found by counting brackets, so a text that
-    is not JSON only makes a piece that is not either."""
-    import orjson
-
-    solid = np.flatnonzero(cls[:CHECKED] != _SPACE)
-    tail = np.flatnonzero(cls[-CHECKED:] != _SPACE)
-    if not solid.size or not tail.size or sk[solid[0]] not in OPEN or not brackets.size:
-        return _parses(orjson, sk.tobytes())
-    first, last = int(solid[0]), len(sk) - len(cls[-CHECKED:]) + int(tail[-1])
-    if first != brackets[0] or last != brackets[-1] or sk[last] != CLOSE[OPEN.index(sk[first])]:
-        return False  # text around the top container, or another container's close ending it
-    # The top container's elements end at the closes that leave it alone open.
-    ends = brackets[(opened == 1) & (cls[brackets] == _CLOSE)]
-    if ends.size:  # about one a megabyte
-        ends = ends[np.unique(np.minimum(np.searchsorted(ends, np.arange(first, last, CHECKED)), ends.size - 1))]
-    cuts = [first]
-    for end in ends[ends < last].tolist():
-        at = end + 1
-        while cls[at] == _SPACE:
-            at += 1
-        if sk[at] == ord(",") and at > cuts[-1]:
-            cuts.append(at)
-    if len(cuts) > 1 and not (cls[cuts[-1] + 1:last] != _SPACE).any():
-        return False  # a comma with no element after it: every other piece holds the element before its cut
-    cuts.append(last)
-    left, right = bytes(sk[first:first + 1]), bytes(sk[last:last + 1])
-    return all(_parses(orjson, left + sk[lo + 1:hi].tobytes() + right) for lo, hi in zip(cuts, cuts[1:]))
-
-
-def _parses(orjson, text: bytes) -> bool:
-    try:
-        orjson.loads(text)
-    except ValueError:
-        return False
-    return True
-
-
-# Byte classes of the skeleton.
-_SPACE, _OPEN, _CLOSE, _SCALAR = 1, 2, 4, 8
-_CLASS = np.zeros(256, dtype=np.uint8)
-_CLASS[list(SPACE)] = _SPACE
-_CLASS[list(OPEN)] = _OPEN
-_CLASS[list(CLOSE)] = _CLOSE
-_CLASS[list(b"-0123456789.eEtrufalsn")] = _SCALAR  # numbers, true, false, null
 
 
 def _read(buf: _Bytes, arrays: dict, store: str):
@@ -285,8 +229,8 @@ def _read(buf: _Bytes, arrays: dict, store: str):
             out[lo:hi] = np.where(k >= 0, opened[np.maximum(k, 0)], 0)
         _pieces(count, len(at), PIECE)
         return out
-    if (cls & _SPACE).any():  # spaces between tokens: the next byte that is not one
-        solid = np.flatnonzero(~(cls & _SPACE).astype(bool))
+    if (cls & IS_SPACE).any():  # spaces between tokens: the next byte that is not one
+        solid = np.flatnonzero(~(cls & IS_SPACE).astype(bool))
 
         def skip(at):
             return solid[np.searchsorted(solid, at)]
@@ -305,7 +249,7 @@ def _read(buf: _Bytes, arrays: dict, store: str):
     depth = around(sq)
 
     if listed:
-        elements = np.flatnonzero(cls & (_OPEN | _SCALAR))
+        elements = np.flatnonzero(cls & (IS_OPEN | IS_SCALAR))
         elements = elements[around(elements) == 1]
         if (depth == 1).any() or not (sk[elements] == OPEN[0]).all():  # every element an object
             return None
@@ -354,7 +298,7 @@ def _read(buf: _Bytes, arrays: dict, store: str):
         return None
     closing = brackets[sk[brackets] == CLOSE[1]]
     end = closing[np.searchsorted(closing, at)]
-    inner = np.flatnonzero(cls & (_OPEN | _SCALAR))
+    inner = np.flatnonzero(cls & (IS_OPEN | IS_SCALAR))
     if (inner[np.minimum(np.searchsorted(inner, at + 1), len(inner) - 1)] < end).any():
         return None
     lo, hi = np.searchsorted(sq, at), np.searchsorted(sq, end)
@@ -393,7 +337,7 @@ def _integers(sk: np.ndarray, who: np.ndarray, at: np.ndarray, n: int, missing: 
     digit = (chars >= 0) & (chars <= 9)
     length = np.argmin(digit, axis=1)  # the first byte that is not a digit
     stop = sk[np.minimum(at + length, len(sk) - 1)]
-    if not (length >= 1).all() or digit.all(axis=1).any() or (_CLASS[stop] & _SCALAR).any():
+    if not (length >= 1).all() or digit.all(axis=1).any() or (CLASSES[stop] & IS_SCALAR).any():
         return None  # not a number, more digits than 2**53 has, or a fraction or exponent
     value = np.zeros(len(at), dtype=np.int64)
     for k in range(MAX_DIGITS):
