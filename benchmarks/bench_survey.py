@@ -29,12 +29,11 @@ import os
 import random
 import shutil
 import subprocess
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from common import Timing, closure_audit_command, run_once, verdict
+from common import Timing, closure_audit_command, run_once, summary, verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests/support"))
 
@@ -110,11 +109,7 @@ def timed(label: str, cmd: list[str], xdg: Path, clear: bool, runs: int) -> Timi
         samples.append(run_once(cmd))
         if samples[-1][2] not in (0, 1):
             sys.exit(f"benchmark: {label} failed with exit status {samples[-1][2]}")
-    t = Timing(label, statistics.median(s[0] for s in samples), max(s[1] for s in samples), samples[-1][2],
-               statistics.median(s[3] for s in samples), min(s[0] for s in samples), runs,
-               (load, os.getloadavg()[0]))
-    print(f"  {t.line()}", flush=True)
-    return t
+    return summary(label, samples, load)
 
 
 def main() -> int:

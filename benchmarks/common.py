@@ -129,8 +129,14 @@ def measure(label: str, cmd: list[str], runs: int, ok: tuple[int, ...] = (0, 1),
     failed = [s[2] for s in samples if s[2] not in ok]
     if failed:
         sys.exit(f"benchmark: {label} failed with exit status {failed[0]}: {' '.join(cmd[:3])} ...")
+    return summary(label, samples, load)
+
+
+def summary(label: str, samples: list[tuple[float, float, int, float]], load: float) -> Timing:
+    """The Timing of run_once()'s samples (`load`: the load average before
+    them), printed as a line as soon as made."""
     t = Timing(label, statistics.median(s[0] for s in samples), max(s[1] for s in samples), samples[-1][2],
-               statistics.median(s[3] for s in samples), min(s[0] for s in samples), runs,
+               statistics.median(s[3] for s in samples), min(s[0] for s in samples), len(samples),
                (load, os.getloadavg()[0]))
     print(f"  {t.line()}", flush=True)
     return t
