@@ -1,8 +1,12 @@
 """Shared pieces of the benchmarks: the real-wheel tree and process timing.
 
-Every benchmark times whole processes (start-up included) against anchor tools
-on the same data in the same run, after a warm-up run of each, and reports the
-median wall time and the peak resident memory of each command.
+Every benchmark times whole processes (start-up included), closure-audit as
+users run it (installed from the checkout, `--json`), against anchor tools on
+the same data in the same run, after a warm-up run of each, and reports the
+fastest and the median wall time of several runs, the CPU time and the peak
+resident memory of each command, with the load average while it ran: the
+machine may be shared, and wall times follow its load (CPU times and memory
+much less so).
 """
 
 from __future__ import annotations
@@ -77,6 +81,19 @@ class Timing:
     peak_mb: float  # largest peak RSS over the runs
     returncode: int
     cpu: float = 0.0  # median user + system time: what a busy machine's other work does not add to
+    best: float | None = None  # fastest wall time (the median's where one run)
+    runs: int = 1
+    load: tuple[float, float] = (0.0, 0.0)  # 1-minute load average before and after the runs
+
+    def __post_init__(self):
+        if self.best is None:
+            self.best = self.seconds
+
+    def line(self) -> str:
+        """min and median wall time, CPU, peak memory and load, as every benchmark prints them."""
+        return (f"{self.label}: min {self.best:.3f} s, median {self.seconds:.3f} s of {self.runs} run"
+                f"{'s' * (self.runs != 1)}, CPU {self.cpu:.3f} s, peak {self.peak_mb:.0f} MB, exit "
+                f"{self.returncode}, load average {self.load[0]:.2f}-{self.load[1]:.2f}")
 
 
 GNU_TIME = "/usr/bin/time"
@@ -99,17 +116,30 @@ def run_once(cmd: list[str]) -> tuple[float, float, int, float]:
     return elapsed, int(peak_kb) / 1024, proc.returncode, float(user) + float(system)
 
 
-def measure(label: str, cmd: list[str], runs: int, ok: tuple[int, ...] = (0, 1)) -> Timing:
-    """The median of `runs` runs after a warm-up. A run whose exit status is
-    not in `ok` ends the benchmark: a tool that failed at once would look
-    fast, and a ratio taken against it would pass."""
-    run_once(cmd)  # warm the page cache and any lazy state
+def measure(label: str, cmd: list[str], runs: int, ok: tuple[int, ...] = (0, 1), warm_up: bool = True) -> Timing:
+    """The median and the fastest of `runs` runs, each a fresh process, after
+    a warm-up (unless `warm_up` is false: the caller warmed the page cache);
+    printed as a line (Timing.line) as soon as measured. A run whose exit
+    status is not in `ok` ends the benchmark: a tool that failed at once would
+    look fast, and a ratio taken against it would pass."""
+    load = os.getloadavg()[0]
+    if warm_up:
+        run_once(cmd)  # warm the page cache and any lazy state
     samples = [run_once(cmd) for _ in range(runs)]
     failed = [s[2] for s in samples if s[2] not in ok]
     if failed:
         sys.exit(f"benchmark: {label} failed with exit status {failed[0]}: {' '.join(cmd[:3])} ...")
-    return Timing(label, statistics.median(s[0] for s in samples), max(s[1] for s in samples), samples[-1][2],
-                  statistics.median(s[3] for s in samples))
+    return summary(label, samples, load)
+
+
+def summary(label: str, samples: list[tuple[float, float, int, float]], load: float) -> Timing:
+    """The Timing of run_once()'s samples (`load`: the load average before
+    them), printed as a line as soon as made."""
+    t = Timing(label, statistics.median(s[0] for s in samples), max(s[1] for s in samples), samples[-1][2],
+               statistics.median(s[3] for s in samples), min(s[0] for s in samples), len(samples),
+               (load, os.getloadavg()[0]))
+    print(f"  {t.line()}", flush=True)
+    return t
 
 
 def require(tool: str, package: str) -> str:
@@ -203,9 +233,10 @@ def elf_files(scanelf: str, tree: Path) -> list[str]:
 def report(timings: list[Timing], checks: list[tuple[str, bool]], width: int = 30) -> int:
     """Print the timings and each target's verdict; the exit status: 1 when a target is missed."""
     print()
-    print(f"{'command':{width}} {'median s':>9} {'peak MB':>8}")
+    print(f"{'command':{width}} {'min s':>8} {'median s':>9} {'CPU s':>7} {'peak MB':>8} {'load':>9}")
     for t in timings:
-        print(f"{t.label:{width}} {t.seconds:9.3f} {t.peak_mb:8.1f}")
+        print(f"{t.label:{width}} {t.best:8.3f} {t.seconds:9.3f} {t.cpu:7.3f} {t.peak_mb:8.1f} "
+              f"{t.load[0]:4.1f}-{t.load[1]:<4.1f}")
     return checked(checks)
 
 

@@ -10,7 +10,9 @@ The shape, and why:
   (topological levels), and nearly every path's closure holds thousands of
   paths (at 100,000 paths: a tenth of them fewer than 3,200, half more than
   41,000; 40 layers: 137 levels, a tenth fewer than 460, half more than
-  25,000). The shallow graph is the common case; the deep one is the worst
+  25,000; at 1,000,000 paths, 4,444 levels and 8.8 million references
+  besides 400,000 self-references, a tenth fewer than 24,000 paths, half
+  more than 420,000, as in nixpkgs). The shallow graph is the common case; the deep one is the worst
   case for closure sizes computed level by level (sizes.py).
 - Packages have one to four outputs (out, lib, dev, bin; rarely static,
   stubs or doc); dev references lib and out, bin references lib, as

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from closure_audit import util
-from closure_audit.closure import scan
+from closure_audit.closure import scan, skeleton
 from closure_audit.closure.graph import build_graph, loads, parse_path_info, read_path_info
 from closure_audit.errors import ClosureError
 
@@ -81,6 +81,19 @@ def test_dumps_read_from_bytes_as_json_reads_them(data):
     assert scan.scan(data, S) is not None  # Nix's shapes are the scanner's own
 
 
+@settings(max_examples=100, deadline=None)
+@given(dumps())
+def test_dumps_checked_in_small_pieces_are_read_alike(data):
+    """The syntax check a few bytes at a time, on dumps indented and not."""
+    checked = skeleton.CHECKED
+    skeleton.CHECKED = 16
+    try:
+        same(data)
+        assert scan.scan(data, S) is not None
+    finally:
+        skeleton.CHECKED = checked
+
+
 DAMAGE = [
     (b'"narSize":', b'"narSize":-'),  # a negative size
     (b'"narSize":', b'"narSize":1.5e'),  # a fraction
@@ -124,6 +137,40 @@ def compact(n: int, shape: str) -> bytes:
 def test_damaged_dumps_are_refused_or_read_as_json_does(shape, old, new):
     damaged = compact(4, shape).replace(old, new, 1)
     same(damaged)
+
+
+# Texts that are not JSON only where cut into pieces (between the top
+# container's elements) and each piece is checked alone.
+NOT_JSON_IN_PIECES = [
+    (b"}}", b"},}", "object"),  # a comma with no element after it
+    (b"}]", b"},]", "list"),
+    (b"}]", b"}]]", "list"),  # a close too many
+    (b"},", b"},,", "object"),  # an empty element between two
+    (b"},", b"}}", "object"),
+    (b"},", b"}, ", "list"),
+    (b"},", b"} ,", "object"),
+]
+
+
+@pytest.mark.parametrize("checked", [1, 40, 1 << 20])
+@pytest.mark.parametrize("old, new, shape", NOT_JSON_IN_PIECES)
+def test_the_syntax_is_checked_a_piece_at_a_time_as_whole(checked, old, new, shape, monkeypatch):
+    """The skeleton's syntax is checked by orjson a piece at a time, cut at
+    the commas between the top container's elements: a text is read only
+    where it is JSON whole, and refused with JSON's own error otherwise."""
+    monkeypatch.setattr(skeleton, "CHECKED", checked)
+    data = compact(12, shape)
+    assert scan.scan(data, S) is not None
+    cut = data.rfind(old) if old in (b"}}", b"}]") else data.find(old, len(data) // 2)
+    damaged = data[:cut] + new + data[cut + len(old):]
+    try:
+        json.loads(damaged)
+    except ValueError:
+        assert issubclass(same(damaged)[0], ValueError)
+        assert scan.scan(damaged, S) is None
+    else:  # the same text whole is JSON (a space): read by the scanner, as JSON reads it
+        same(damaged)
+        assert scan.scan(damaged, S) is not None
 
 
 def test_references_are_resolved_by_their_whole_text():
@@ -184,6 +231,7 @@ def test_a_dump_read_in_small_pieces_is_read_alike(threads, monkeypatch):
     monkeypatch.setattr(util.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     for name, value in (("BLOCK", 64), ("PIECE", 3), ("SKELETON_PIECE", 5)):
         monkeypatch.setattr(scan, name, value)
+    monkeypatch.setattr(skeleton, "CHECKED", 16)
     monkeypatch.setattr(scan._Bytes.equal, "__defaults__", (2,))
     assert scan.scan(data, S) is not None and same(data) == whole
 
@@ -215,7 +263,7 @@ def test_a_read_keeps_the_memory_it_frees_for_its_next_arrays():
     probe = """if True:
         import resource
         import numpy as np
-        from closure_audit.closure.scan import kept_heap
+        from closure_audit.closure.heap import kept_heap
 
         def faults():
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -41,3 +41,25 @@ def test_under_the_limit_or_with_nix_sizes_every_path_is_listed(tmp_path, monkey
     assert len(size.run(size.Options(closure, None)).rows) == 3000
     monkeypatch.setattr(size, "MAX_STEPS", 0)
     assert len(size.run(size.Options(dump(tmp_path, with_sizes=True), None)).rows) == 3000
+
+
+def test_a_saved_dump_past_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch, capsys):
+    """At a million paths the read alone takes seconds: `size --all` of a
+    saved dump without closure sizes is refused from a count of its entries,
+    before the dump is read; one with Nix's closure sizes is read and listed."""
+    from closure_audit.cli import main
+    from closure_audit.closure import graph
+
+    dump(tmp_path, with_sizes=False)
+    file = str(tmp_path / "dump.json")
+    monkeypatch.setattr(size, "MAX_STEPS", 3000 * 3000 // 64 - 1)
+    read = graph.load_dump
+    monkeypatch.setattr(graph, "load_dump", lambda *a: pytest.fail("the dump was read"))
+    assert main(["size", "--path-info", file, "--all"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "3,000 paths have no closure size" in err and "--top N" in err
+    monkeypatch.setattr(graph, "load_dump", read)
+    dump(tmp_path, with_sizes=True)
+    monkeypatch.setattr(size, "MAX_STEPS", 0)
+    assert main(["size", "--path-info", file, "--all", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["paths"]) == 3000

@@ -28,7 +28,8 @@ from ..nix.command import find, nix, run
 from ..nix.storepath import is_store_basename, store_dir
 from . import CLOSURE_TARGETS
 from .reach import reverse
-from .scan import kept_heap, scan
+from .heap import kept_heap
+from .scan import scan
 
 
 class Graph:
@@ -338,6 +339,25 @@ def load_dump(file: str, targets: list[str]) -> Closure:
     if not roots:
         raise ClosureError(f"{file}: no root path (every path is referenced by another)")
     return Closure(graph, roots, file, store)
+
+
+def dump_outline(file: str) -> tuple[int, bool] | None:
+    """(entries of a saved dump, whether any carries a closureSize), from its
+    bytes without reading it (one count of its `"narSize"` keys, one search):
+    what `size --all` needs to refuse a dump before reading it. None where
+    the file is not a regular file that can be mapped."""
+    try:
+        with open(file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _count(data, b'"narSize"'), data.find(b'"closureSize"') >= 0
+    except (OSError, ValueError):
+        return None
+
+
+def _count(data, text: bytes) -> int:
+    count, at = 0, data.find(text)
+    while at >= 0:
+        count, at = count + 1, data.find(text, at + len(text))
+    return count
 
 
 def _contents(file: str):

@@ -25,18 +25,15 @@ one-line error as ever: this is only a faster way to the same answer.
 
 from __future__ import annotations
 
-import ctypes
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import numpy as np
 
 from ..util import usable_cores
+from .heap import kept_heap
+from .skeleton import CLASSES, CLOSE, IS_CLOSE, IS_OPEN, IS_SCALAR, IS_SPACE, OPEN, is_json
 
 QUOTE, COLON = 34, 58
-OPEN, CLOSE = b"{[", b"}]"
-SPACE = b" \t\n\r"
 BLOCK = 1 << 24  # bytes compared at once when finding the quotes
 PIECE = 1 << 20  # strings read at once where each needs several temporary arrays
 SKELETON_PIECE = 1 << 16  # gaps between strings copied at once: a few MB of indices
@@ -89,6 +86,9 @@ class _Bytes:
         lie anywhere in the dump: reading them a word at a time across all
         strings would fetch each one's memory again for every word), a block
         of strings at a time; the bytes past each string's end are masked off."""
+        if len(a) > PIECE:  # a piece at a time: the sorted copies below stay small (300 MB whole at a million paths)
+            return all(self.equal(a[lo:lo + PIECE], b[lo:lo + PIECE], length[lo:lo + PIECE], block)
+                       for lo in range(0, len(a), PIECE))
         # Strings of about one width together: a block is as wide as its longest.
         by_width = np.argsort(np.minimum(length, 1 << 14).astype(np.int16), kind="stable")  # a radix sort
         a, b, length = a[by_width], b[by_width], length[by_width]
@@ -140,70 +140,43 @@ def _quotes(a: np.ndarray) -> tuple[np.ndarray, bool]:
     """Every quote's offset, and whether a control character (which JSON
     allows in a string only escaped) is inside a string: one pass over the
     bytes, a block at a time."""
-    found = _pieces(lambda lo, hi: np.flatnonzero(a[lo:hi] <= QUOTE) + lo, len(a), BLOCK)
-    hits = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-    chars = a[hits]
-    q = hits[chars == QUOTE]
-    ctl = hits[chars < 0x20]
+    def block(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        hits = np.flatnonzero(a[lo:hi] <= QUOTE)
+        chars = a[lo:hi][hits]
+        return hits[chars == QUOTE] + lo, hits[chars < 0x20] + lo
+    found = _pieces(block, len(a), BLOCK)
+    q = np.concatenate([f[0] for f in found]) if found else np.zeros(0, dtype=np.int64)
+    ctl = np.concatenate([f[1] for f in found]) if found else np.zeros(0, dtype=np.int64)
     return q, bool((np.searchsorted(q, ctl) % 2).any())
 
 
 def _skeleton(a: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The dump with every string's contents taken out (`"..."` -> `""`), and
     where each string's opening quote lands in it."""
-    # Kept: from each closing quote to the next opening quote, both included.
-    starts = np.concatenate(([0], q[1::2]))
-    ends = np.concatenate((q[0::2] + 1, [len(a)]))
-    lengths = ends - starts
-    placed = np.cumsum(lengths) - lengths
-    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    # Kept: from each closing quote to the next opening quote, both included;
+    # gap i starts at the closing quote q[2i - 1] (the dump's start for i = 0).
+    # No array of the starts: each is one more array as long as the strings.
+    lengths = np.empty(len(q) // 2 + 1, dtype=np.int64)
+    lengths[0] = q[0] + 1
+    np.subtract(q[2::2], q[1:-1:2], out=lengths[1:-1])
+    lengths[1:-1] += 1
+    lengths[-1] = len(a) - q[-1]
+    placed = np.cumsum(lengths)
+    out = np.empty(int(placed[-1]), dtype=np.uint8)
+    placed -= lengths
+    del lengths
 
     def copy(lo: int, hi: int) -> None:  # in pieces: the index arrays stay small
-        s, n, p = starts[lo:hi], lengths[lo:hi], placed[lo:hi]
+        p = placed[lo:hi]
+        n = np.diff(placed[lo:hi + 1]) if hi < len(placed) else np.append(np.diff(p), len(out) - p[-1])
+        s = q[max(2 * lo - 1, 1):2 * hi - 1:2]
+        if lo == 0:
+            s = np.concatenate(([0], s))
         at = np.repeat(s - p, n) + np.arange(int(p[0]), int(p[-1] + n[-1]), dtype=np.int64)
         out[int(p[0]):int(p[-1] + n[-1])] = a[at]
-    _pieces(copy, len(starts), SKELETON_PIECE)
-    return out, placed[1:] - 1
-
-
-# glibc's mallopt parameters; its default count of mapped blocks, and the highest
-# map threshold it grows to by itself.
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
-MMAP_MAX_DEFAULT, MMAP_THRESHOLD_MAX = 65536, 32 * 1024 * 1024
-
-
-_kept = 0  # kept_heap()s entered and not yet left, in any thread
-_kept_lock = threading.Lock()
-
-
-@contextmanager
-def kept_heap():
-    """Within: every allocation from the heap, and what is freed kept there
-    for the next. glibc maps each block over its threshold (32 MB at most)
-    on its own and unmaps it when freed, so every large array a read made
-    was fresh memory the kernel faulted in and zeroed: at a million paths,
-    the read spent 4.9 s in the kernel, 2.6 s with the heap kept. After:
-    glibc's limits as it would have grown them by itself."""
-    global _kept
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc
-        yield
-        return
-    with _kept_lock:
-        if _kept == 0:
-            mallopt(M_MMAP_MAX, 0)
-            mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
-        _kept += 1
-    try:
-        yield
-    finally:
-        with _kept_lock:
-            _kept -= 1
-            if _kept == 0:
-                mallopt(M_MMAP_MAX, MMAP_MAX_DEFAULT)
-                mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
-                mallopt(M_TRIM_THRESHOLD, 2 * MMAP_THRESHOLD_MAX)
+    _pieces(copy, len(placed), SKELETON_PIECE)
+    placed -= 1
+    return out, placed[1:]
 
 
 def scan(data, store: str):
@@ -223,32 +196,29 @@ def _scan(data: bytes, store: str):
     if control or len(q) % 2 or len(q) == 0:
         return None
     sk, sq = _skeleton(buf.a, q)
-    import orjson
-
-    try:
-        orjson.loads(sk.tobytes())  # JSON's syntax, the strings aside
-    except ValueError:
+    cls = CLASSES[sk]
+    brackets = np.flatnonzero(cls & (IS_OPEN | IS_CLOSE))
+    opened = np.cumsum(np.where(cls[brackets] & IS_OPEN, 1, -1), dtype=np.int32)  # containers open after each
+    if not is_json(sk, cls, brackets, opened):
         return None
-    s_from, s_len = q[0::2] + 1, q[1::2] - q[0::2] - 1
+    s_from = q[0::2] + 1
+    s_len = q[1::2] - s_from
     del q  # a fifth of the dump's size in offsets, not needed again
-    return _read(buf, sk, sq, s_from, s_len, store)
+    # Handed over in a dictionary the reader empties: what it frees is freed,
+    # not held on to by this frame (each array as long as the strings).
+    arrays = dict(sk=sk, sq=sq, s_from=s_from, s_len=s_len, cls=cls, brackets=brackets, opened=opened)
+    del sk, sq, s_from, s_len, cls, brackets, opened
+    return _read(buf, arrays, store)
 
 
-# Byte classes of the skeleton.
-_SPACE, _OPEN, _CLOSE, _SCALAR = 1, 2, 4, 8
-_CLASS = np.zeros(256, dtype=np.uint8)
-_CLASS[list(SPACE)] = _SPACE
-_CLASS[list(OPEN)] = _OPEN
-_CLASS[list(CLOSE)] = _CLOSE
-_CLASS[list(b"-0123456789.eEtrufalsn")] = _SCALAR  # numbers, true, false, null
-
-
-def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len: np.ndarray, store: str):
+def _read(buf: _Bytes, arrays: dict, store: str):
     """The entries, from the skeleton `sk` (a valid JSON text) where string i
-    opens at sq[i] and holds the s_len[i] bytes at s_from[i] of the dump."""
-    cls = _CLASS[sk]
-    brackets = np.flatnonzero(cls & (_OPEN | _CLOSE))
-    opened = np.cumsum(np.where(cls[brackets] & _OPEN, 1, -1), dtype=np.int32)  # containers open after each
+    opens at sq[i] and holds the s_len[i] bytes at s_from[i] of the dump;
+    `cls` is the class of each byte of the skeleton, `brackets` where its
+    brackets are and `opened` how many containers are open after each.
+    Taken out of `arrays`, so each is freed once read."""
+    sk, sq, s_from, s_len = (arrays.pop(k) for k in ("sk", "sq", "s_from", "s_len"))
+    cls, brackets, opened = (arrays.pop(k) for k in ("cls", "brackets", "opened"))
 
     def around(at):
         """Containers around each offset of `at` (a bracket's own not counted)."""
@@ -259,8 +229,8 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
             out[lo:hi] = np.where(k >= 0, opened[np.maximum(k, 0)], 0)
         _pieces(count, len(at), PIECE)
         return out
-    if (cls & _SPACE).any():  # spaces between tokens: the next byte that is not one
-        solid = np.flatnonzero(~(cls & _SPACE).astype(bool))
+    if (cls & IS_SPACE).any():  # spaces between tokens: the next byte that is not one
+        solid = np.flatnonzero(~(cls & IS_SPACE).astype(bool))
 
         def skip(at):
             return solid[np.searchsorted(solid, at)]
@@ -272,15 +242,14 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
     if sk[top] not in OPEN:
         return None
     listed = sk[top] == OPEN[1]
-    after = skip(sq + 2)  # the first byte after each string, spaces aside
-    key = sk[after] == COLON
-    value = np.full(len(sq), len(sk) - 1)
-    value[key] = skip(after[key] + 1)  # where a key's value starts
-    del after
+    value = skip(sq + 2)  # the first byte after each string, spaces aside ...
+    key = sk[value] == COLON
+    value[key] = skip(value[key] + 1)  # ... and, in place, where a key's value starts
+    value[~key] = len(sk) - 1
     depth = around(sq)
 
     if listed:
-        elements = np.flatnonzero(cls & (_OPEN | _SCALAR))
+        elements = np.flatnonzero(cls & (IS_OPEN | IS_SCALAR))
         elements = elements[around(elements) == 1]
         if (depth == 1).any() or not (sk[elements] == OPEN[0]).all():  # every element an object
             return None
@@ -329,7 +298,7 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
         return None
     closing = brackets[sk[brackets] == CLOSE[1]]
     end = closing[np.searchsorted(closing, at)]
-    inner = np.flatnonzero(cls & (_OPEN | _SCALAR))
+    inner = np.flatnonzero(cls & (IS_OPEN | IS_SCALAR))
     if (inner[np.minimum(np.searchsorted(inner, at + 1), len(inner) - 1)] < end).any():
         return None
     lo, hi = np.searchsorted(sq, at), np.searchsorted(sq, end)
@@ -340,11 +309,18 @@ def _read(buf: _Bytes, sk: np.ndarray, sq: np.ndarray, s_from: np.ndarray, s_len
     inside[lo] += 1
     inside[hi] -= 1
     refs = np.flatnonzero(np.cumsum(inside[:-1], dtype=np.int8))
-    flat = _resolve(buf, s_from, s_len, path, refs, store_dirs, store)
+    # Only these strings are read from here on: the arrays over all of them
+    # (and the skeleton's) are freed before the references are resolved.
+    key_from, key_len = s_from[path], s_len[path]
+    ref_from, ref_len = s_from[refs], s_len[refs]
+    dir_from, dir_len = s_from[store_dirs[1]], s_len[store_dirs[1]]
+    del s_from, s_len, refs, inside, closing, end, inner, lo, hi, sq, sk, cls, brackets, opened
+    solid = None  # skip()'s index, where there are spaces
+    flat = _resolve(buf, key_from, key_len, ref_from, ref_len, dir_from, dir_len, store)
     if flat is None:
         return None
-    absolute = buf.data[s_from[path[0]]] == ord("/")
-    paths = buf.texts(s_from[path], s_len[path])
+    absolute = buf.data[key_from[0]] == ord("/")
+    paths = buf.texts(key_from, key_len)
     if not absolute:
         paths = [f"{store}/{p}" for p in paths]
     return paths, nar, closure, counts, flat
@@ -361,7 +337,7 @@ def _integers(sk: np.ndarray, who: np.ndarray, at: np.ndarray, n: int, missing: 
     digit = (chars >= 0) & (chars <= 9)
     length = np.argmin(digit, axis=1)  # the first byte that is not a digit
     stop = sk[np.minimum(at + length, len(sk) - 1)]
-    if not (length >= 1).all() or digit.all(axis=1).any() or (_CLASS[stop] & _SCALAR).any():
+    if not (length >= 1).all() or digit.all(axis=1).any() or (CLASSES[stop] & IS_SCALAR).any():
         return None  # not a number, more digits than 2**53 has, or a fraction or exponent
     value = np.zeros(len(at), dtype=np.int64)
     for k in range(MAX_DIGITS):
@@ -373,11 +349,11 @@ def _integers(sk: np.ndarray, who: np.ndarray, at: np.ndarray, n: int, missing: 
     return out
 
 
-def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
+def _resolve(buf: _Bytes, key_from, key_len, ref_from, ref_len, dir_from, dir_len, store: str):
     """The entry each reference names, by the 32 characters of its hash part
-    and then byte for byte; None where one is not found exactly."""
-    key_from, key_len = s_from[path], s_len[path]
-    ref_from, ref_len = s_from[refs], s_len[refs]
+    and then byte for byte; None where one is not found exactly. The
+    strings (offset and length in the dump): the entries' paths, the
+    references, the storeDir values."""
     a = buf.a
     absolute = a[key_from] == ord("/")
     if absolute.any() and not absolute.all():
@@ -392,8 +368,7 @@ def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
             return None
     else:
         skip = 0
-        who, at = store_dirs
-        if len(who) and not buf.is_text(s_from[at], s_len[at], store.encode()).all():
+        if len(dir_from) and not buf.is_text(dir_from, dir_len, store.encode()).all():
             return None
     if (key_len < skip + 32).any() or (ref_len < skip + 32).any():
         return None
@@ -425,7 +400,9 @@ def _resolve(buf: _Bytes, s_from, s_len, path, refs, store_dirs, store: str):
     _pieces(find, len(wanted), max(PIECE, -(-len(wanted) // usable_cores())))
     if not (sorted_keys[place] == wanted).all():
         return None
+    del wanted
     target = by_key[place]
+    del place
     if not (key_len[target] == ref_len).all() or not buf.equal(ref_from, key_from[target], ref_len):
         return None
     return target

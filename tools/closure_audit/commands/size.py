@@ -22,6 +22,8 @@ def run(args) -> int:
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    if args.all and args.path_info is not None:
+        size.check_dump(args.path_info)
     closure = options.read_closure(args.targets or None, args.path_info, args.build,
                                    options.open_store(args, evidence=False))
     result = size.run(size.Options(closure, None if args.all else args.top))

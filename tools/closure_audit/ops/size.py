@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from ..closure.graph import dump_outline
 from ..closure.sizes import MAX_STEPS, roots_closure_size, steps_for_every_closure_size, table
 from ..errors import UsageError
 from . import result_type
@@ -18,9 +19,21 @@ size first; total: the roots' closure size. Never failed: sizes are not judged."
 def run(options: Options) -> Result:
     if options.top is None:
         missing, steps = steps_for_every_closure_size(options.closure)
-        if steps > MAX_STEPS:
-            raise UsageError(f"size --all: {missing:,} paths have no closure size in the dump, and computing every "
-                             f"one is quadratic in the {len(options.closure.graph.paths):,} paths (about "
-                             f"{steps:.1e} steps): save the dump with `nix path-info --json --recursive "
-                             f"--closure-size`, or show the largest paths with --top N")
+        _refuse_past_limit(missing, len(options.closure.graph.paths), steps)
     return Result(options.closure, table(options.closure, options.top), roots_closure_size(options.closure))
+
+
+def check_dump(path_info: str) -> None:
+    """`size --all` of a saved dump refused before the dump is read (at a
+    million paths the read alone takes seconds), where none of its entries
+    has a closure size and computing them all would pass MAX_STEPS."""
+    outline = dump_outline(path_info)
+    if outline is not None and not outline[1]:
+        _refuse_past_limit(outline[0], outline[0], outline[0] * outline[0] // 64)
+
+
+def _refuse_past_limit(missing: int, paths: int, steps: int) -> None:
+    if steps > MAX_STEPS:
+        raise UsageError(f"size --all: {missing:,} paths have no closure size in the dump, and computing every "
+                         f"one is quadratic in the {paths:,} paths (about {steps:.1e} steps): save the dump with "
+                         f"`nix path-info --json --recursive --closure-size`, or show the largest paths with --top N")
