@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import io
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -58,6 +60,22 @@ def cuda_major(dist: Distribution) -> str | None:
     return None
 
 
+_READ: dict[str, Distribution] | None = None  # dist-info directory -> what it says, while reused()
+
+
+@contextmanager
+def reused():
+    """Within this block each dist-info directory is read once, however many
+    readers ask (an audit's preload readers, then its judges): their RECORDs
+    hold tens of thousands of rows. Outside it, every call reads the files."""
+    global _READ
+    outer, _READ = _READ, ({} if _READ is None else _READ)
+    try:
+        yield
+    finally:
+        _READ = outer
+
+
 def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribution]:
     """Every distribution of `site`, by the name of its dist-info directory
     (with `keys`, only those whose directory names one of these normalized names)."""
@@ -72,9 +90,13 @@ def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribu
         name, _, version = stem.partition("-")
         if keys is not None and normalize(name) not in keys:
             continue
-        dist = Distribution(name, version, directory)
-        _metadata(dist, os.path.join(directory, "METADATA"))
-        _record(dist, os.path.join(directory, "RECORD"), site)
+        dist = _READ.get(directory) if _READ is not None else None
+        if dist is None:
+            dist = Distribution(name, version, directory)
+            _metadata(dist, os.path.join(directory, "METADATA"))
+            _record(dist, os.path.join(directory, "RECORD"), site)
+            if _READ is not None:
+                _READ[directory] = dist
         out.append(dist)
     return out
 
@@ -103,7 +125,16 @@ def _metadata(dist: Distribution, path: str) -> None:
 def _record(dist: Distribution, path: str, site: str) -> None:
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            rows = list(csv.reader(f))
+            text = f.read()
+        lines = text.split("\n")
+        if ('"' in text or "\r" in text or "\0" in text
+                or len(text) > _FIELD_LIMIT and max(map(len, lines)) > _FIELD_LIMIT):
+            rows = list(csv.reader(io.StringIO(text, newline="")))
+        else:
+            # Without quotes, carriage returns, NULs or overlong lines, a CSV row is
+            # its line split at every comma, as csv reads it (an empty line: a row of
+            # one empty field, skipped below as csv's empty row is).
+            rows = [line.split(",") for line in lines]
     except (OSError, csv.Error):
         return
     for row in rows:
@@ -119,6 +150,7 @@ def _record(dist: Distribution, path: str, site: str) -> None:
             dist.sizes[rel] = int(row[2])
 
 
+_FIELD_LIMIT = csv.field_size_limit()
 _DIGEST = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes in urlsafe base64, unpadded
 
 

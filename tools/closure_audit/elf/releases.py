@@ -45,9 +45,14 @@ class Releases:
     def __init__(self, dists_by_site: list[tuple[str, list[Distribution]]]):
         self._claims: dict[str, list[tuple[Distribution, str]]] = {}
         for site, dists in dists_by_site:
+            top = os.path.normpath(site)
             for d in dists:
                 for rel in d.files:
-                    self._claims.setdefault(os.path.normpath(os.path.join(site, rel)), []).append((d, rel))
+                    # RECORD's paths are normalized as read (elf/dists.py): only one
+                    # reaching outside the site (../../bin) or absolute needs more.
+                    path = (os.path.normpath(os.path.join(top, rel)) if rel.startswith((".", "/")) or top == "/"
+                            else f"{top}/{rel}")
+                    self._claims.setdefault(path, []).append((d, rel))
         self._seen: dict[str, Release | None] = {}
 
     def of(self, real: str) -> Release | None:

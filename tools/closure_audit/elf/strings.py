@@ -22,9 +22,11 @@ object opens, as a JSON array of {"soname": [...], "priority", "feature",
 from __future__ import annotations
 
 import json
+import marshal
 import mmap
 import os
 import re
+import signal
 import struct
 from dataclasses import dataclass
 
@@ -253,6 +255,7 @@ def read_names(path: str) -> tuple[list[NameString | NoteEntry], int]:
 
 
 BIG = 4 << 20  # files from this size on are read by worker processes, when there are CPUs for them
+MAX_WORKERS = 8
 
 
 def read_names_or_error(path: str) -> tuple[list[NameString], int] | str:
@@ -263,46 +266,166 @@ def read_names_or_error(path: str) -> tuple[list[NameString], int] | str:
 
 
 class NameReader:
-    """Reads the names of many files. The search is bound by the CPU and the
-    walk that finds the files by system calls, so big files go to worker
-    processes the moment they are found (submit) and are read while the walk
-    goes on; small ones are read here when the results are asked for."""
+    """Reads the names of many files. The search is bound by the CPU (and
+    the memory's bandwidth) and the walk that finds the files by system
+    calls, so files go to worker processes the moment they are found
+    (submit) and are read while the walk and what follows it go on.
+
+    A worker is a fork of this process that reads paths from a pipe and
+    sends back every result at once when the pipe closes: a process pool
+    (its manager thread, a queue, a pickled message per file) cost the walk
+    more CPU than the small files it would take off it. With `workers` CPUs,
+    up to `workers - 1` are forked (this process, walking, is the last), the
+    first once BIG bytes are to be read; each file then goes to the worker
+    with the fewest bytes to read. Files found before that are read here when
+    the results are asked for."""
 
     def __init__(self, workers: int | None = None):
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
-        self._pool = None
-        self._pending: dict[str, object] = {}  # path -> future, or None: read here
+        self._pending: dict[str, int | None] = {}  # path -> the worker reading it, or None: read here
+        self._workers: list[_Worker] = []
+        self._here = 0  # bytes to read here
 
     def submit(self, path: str) -> None:
         if path in self._pending:
             return
-        future = None
+        worker = None
         if self.workers > 1:
             try:
-                big = os.stat(path).st_size >= BIG
+                size = os.stat(path).st_size
             except OSError:
-                big = False
-            if big:
-                if self._pool is None:
-                    import multiprocessing
-                    from concurrent.futures import ProcessPoolExecutor
+                size = 0
+            if self._workers or self._here + size >= BIG:
+                worker = self._least_loaded()
+                self._workers[worker].send(path, size)
+            else:
+                self._here += size
+        self._pending[path] = worker
 
-                    self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
-                future = self._pool.submit(read_names_or_error, path)
-        self._pending[path] = future
+    def _least_loaded(self) -> int:
+        if len(self._workers) < min(self.workers - 1, MAX_WORKERS) and all(w.queued >= BIG for w in self._workers):
+            self._workers.append(_Worker([fd for w in self._workers for fd in w.fds()]))
+        return min(range(len(self._workers)), key=lambda i: self._workers[i].queued)
 
     def results(self) -> dict[str, tuple[list[NameString], int] | str]:
         """path -> (names, bytes searched), or why the file could not be read."""
-        out = {p: read_names_or_error(p) for p, f in self._pending.items() if f is None}
         try:
-            for p, f in self._pending.items():
-                if f is not None:
-                    out[p] = f.result()
+            for w in self._workers:
+                w.finish()
+            out = {p: read_names_or_error(p) for p, w in self._pending.items() if w is None}
+            read = [w.result() for w in self._workers]
+            for p, w in self._pending.items():
+                if w is not None:
+                    out[p] = _decoded(read[w][p])
         finally:
             self.close()
         return out
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+        for w in self._workers:
+            w.kill()
+        self._workers = []
+
+
+def _encoded(got):
+    """A result as marshal writes it (builtin, no import, faster than pickle):
+    names and notes as tuples of their fields."""
+    if isinstance(got, str):
+        return got
+    names, searched = got
+    return [(n.offset, n.text, n.section) if isinstance(n, NameString) else
+            (n.offset, n.sonames, n.priority, n.feature, n.description, n.section, n.error) for n in names], searched
+
+
+def _decoded(got):
+    if isinstance(got, str):
+        return got
+    names, searched = got
+    return [NameString(*n) if len(n) == 3 else
+            NoteEntry(offset=n[0], sonames=n[1], priority=n[2], feature=n[3], description=n[4], section=n[5],
+                      error=n[6]) for n in names], searched
+
+
+class _Worker:
+    """One forked process reading names: NUL-terminated paths in, the
+    results out, marshalled, once its input ends."""
+
+    def __init__(self, others: list[int]):
+        tasks_r, self._tasks = os.pipe()
+        self._results, results_w = os.pipe()
+        self.queued = 0  # bytes sent to it
+        self.pid = os.fork()
+        if self.pid == 0:  # the worker: never returns
+            # Another worker's input left open here would never see its end.
+            for fd in (self._tasks, self._results, *others):
+                os.close(fd)
+            _serve(tasks_r, results_w)
+        os.close(tasks_r)
+        os.close(results_w)
+
+    def fds(self) -> list[int]:
+        return [fd for fd in (self._tasks, self._results) if fd is not None]
+
+    def send(self, path: str, size: int) -> None:
+        self.queued += size
+        data = os.fsencode(path) + b"\0"
+        while data:
+            data = data[os.write(self._tasks, data):]
+
+    def finish(self) -> None:
+        """No more paths: the worker sends its results once it has read them."""
+        if self._tasks is not None:
+            os.close(self._tasks)
+            self._tasks = None
+
+    def result(self) -> dict:
+        self.finish()
+        chunks = []
+        while chunk := os.read(self._results, 1 << 20):
+            chunks.append(chunk)
+        os.close(self._results)
+        self._results = None
+        os.waitpid(self.pid, 0)
+        self.pid = None
+        try:
+            ok, value = marshal.loads(b"".join(chunks))
+        except (EOFError, ValueError, TypeError):
+            raise RuntimeError("a worker reading library names ended without its results") from None
+        if not ok:
+            raise RuntimeError(f"a worker reading library names failed: {value}")
+        return value
+
+    def kill(self) -> None:
+        self.finish()
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            self.pid = None
+        if self._results is not None:
+            os.close(self._results)
+            self._results = None
+
+
+def _serve(tasks: int, results: int) -> None:
+    """The worker's life: read the names of each path until the pipe closes,
+    send the results, and exit without running the parent's exit handlers
+    or flushing its buffers (os._exit)."""
+    status = 1
+    try:
+        out: dict = {}
+        buf = b""
+        try:
+            while chunk := os.read(tasks, 1 << 16):
+                *paths, buf = (buf + chunk).split(b"\0")
+                for p in paths:
+                    path = os.fsdecode(p)
+                    out[path] = _encoded(read_names_or_error(path))
+            reply = (True, out)
+        except BaseException as exc:  # raised again in the parent, as text
+            reply = (False, f"{type(exc).__name__}: {exc}")
+        view = memoryview(marshal.dumps(reply))
+        while view:
+            view = view[os.write(results, view):]
+        status = 0
+    finally:
+        os._exit(status)

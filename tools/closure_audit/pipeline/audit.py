@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from ..elf.dists import enclosing_sites, installed_files, read_distributions
+from ..elf.dists import enclosing_sites, installed_files, read_distributions, reused
 from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
@@ -103,19 +103,21 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         if need_root and walked.unrooted:
             raise TargetError(f"{walked.unrooted[0]}: no venv, conda env or Python site-packages encloses it, "
                               f"so the tree its libraries must resolve in is unknown: pass --root DIR")
-    except BaseException:
+        with reused():
+            return _judged(policy, progress, closure, host_root, symbols, import_order, walked, names)
+    finally:
         names.close()
-        raise
+
+
+def _judged(policy, progress, closure, host_root, symbols, import_order, walked, names):
+    """audit's steps after the walk; the names are taken last of what the
+    walk started, so that the workers reading them run beside the rest."""
     env = environment(walked.mode, walked.roots, policy, host_root)
     findings = Findings(policy, walked.mode, walked.scope)
     findings.invalid_elf(walked.scan.problems)
     files = walked.files if env.host_root == "/" else RootFiles(walked.files, Root(env.host_root))
     loader = ld.Loader(env, known=walked.scan.elf, files=files)
     resolved = resolve(loader, walked.scan.elf)
-    read = names.results()
-    for path, elf in walked.scan.elf.items():
-        if path not in read and not os.path.isfile(path):  # a wheel's member
-            read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
     processes, unread, installed, dists = [], [], {}, []
     if not env.nix:
         preloads = read_preloads(env.tree_roots, loader.listing)
@@ -132,6 +134,10 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         installed = installed_files(dists)
     else:
         judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
+    read = names.results()
+    for path, elf in walked.scan.elf.items():
+        if path not in read and not os.path.isfile(path):  # a wheel's member
+            read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, read, from_host)
