@@ -16,8 +16,11 @@ import hashlib
 import io
 import os
 import re
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from .forked import Forked
 
 
 @dataclass
@@ -31,6 +34,8 @@ class Distribution:
     requires: set[str] = field(default_factory=set)  # normalized names of Requires-Dist
     # normalized name -> the lowest version a Requires-Dist allows (==, ~=, >=): torch pins the cuDNN it was built with
     minimums: dict[str, str] = field(default_factory=dict)
+    # the paths of `files` that are not under the site: ../../bin/x, absolute ones, the site itself (".")
+    outside: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -64,16 +69,35 @@ _READ: dict[str, Distribution] | None = None  # dist-info directory -> what it s
 
 
 @contextmanager
-def reused():
+def reused(read: dict[str, Distribution] | None = None):
     """Within this block each dist-info directory is read once, however many
     readers ask (an audit's preload readers, then its judges): their RECORDs
-    hold tens of thousands of rows. Outside it, every call reads the files."""
+    hold tens of thousands of rows. `read`: what was read already, by
+    directory (Prefetched.take). Outside it, every call reads the files."""
     global _READ
-    outer, _READ = _READ, ({} if _READ is None else _READ)
+    outer = _READ
+    _READ = dict(outer or {}, **(read or {}))
     try:
         yield
     finally:
         _READ = outer
+
+
+class Prefetched:
+    """The distributions of some sites, read by a forked process
+    (elf/forked.py) while this one walks the tree; take() waits for them."""
+
+    def __init__(self, sites: list[str]):
+        self._fork = Forked(lambda _: [(d.name, d.version, d.dist_info, d.files, d.sizes, sorted(d.requires),
+                                        d.minimums, d.outside) for site in sites for d in read_distributions(site)])
+        self._fork.finish()
+
+    def take(self) -> dict[str, Distribution]:
+        """dist-info directory -> its distribution."""
+        return {row[2]: Distribution(*row[:5], set(row[5]), *row[6:]) for row in self._fork.result()}
+
+    def close(self) -> None:
+        self._fork.kill()
 
 
 def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribution]:
@@ -144,6 +168,8 @@ def _record(dist: Distribution, path: str, site: str) -> None:
         rel = row[0]
         if "/." in rel or "//" in rel or rel.startswith((".", "/")) or rel.endswith("/"):
             rel = os.path.normpath(rel)  # most rows are already what normpath gives
+        if rel.startswith(("../", "/")) or rel in ("..", "."):
+            dist.outside.append(rel)
         digest = row[1] if len(row) > 1 else ""
         dist.files[rel] = digest[7:] if digest.startswith("sha256=") and _DIGEST.fullmatch(digest, 7) else None
         if len(row) > 2 and row[2].isdigit():
@@ -179,13 +205,16 @@ def record_digest(hexdigest: str | None) -> str | None:
     return None if hexdigest is None else base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
 
 
-def owners(dists: list[Distribution]) -> dict[str, list[Distribution]]:
-    """Site-relative path -> every distribution whose RECORD claims it."""
-    out: dict[str, list[Distribution]] = {}
+def shared_paths(dists: list[Distribution]) -> list[tuple[str, list[Distribution]]]:
+    """(site-relative path, every distribution whose RECORD claims it) for
+    the paths two or more claim, in the order of the paths: found with set
+    operations over the RECORDs, not a list of owners per row."""
+    seen: set[str] = set()
+    shared: set[str] = set()
     for d in dists:
-        for rel in d.files:
-            out.setdefault(rel, []).append(d)
-    return out
+        shared |= seen.intersection(d.files)
+        seen.update(d.files)
+    return [(rel, [d for d in dists if rel in d.files]) for rel in sorted(shared)]
 
 
 def enclosing_sites(roots: tuple[str, ...], sites: list[str]) -> list[str]:
@@ -202,14 +231,41 @@ def enclosing_sites(roots: tuple[str, ...], sites: list[str]) -> list[str]:
     return out
 
 
-def installed_files(dists_by_site: list[tuple[str, list[Distribution]]]) -> dict[str, list[tuple[Distribution, str]]]:
+def installed_files(dists_by_site: list[tuple[str, list[Distribution]]]) -> Mapping[str, list[tuple[Distribution, str]]]:
     """File name -> (distribution, absolute path) for every file a RECORD claims."""
-    out: dict[str, list[tuple[Distribution, str]]] = {}
-    for site, dists in dists_by_site:
-        top = os.path.normpath(site)
-        for d in dists:
-            for rel in d.files:
-                # RECORD's paths are normalized as read: only one reaching outside (../../bin) needs more.
-                path = os.path.normpath(os.path.join(top, rel)) if rel.startswith(".") else f"{top}/{rel}"
-                out.setdefault(rel.rpartition("/")[2], []).append((d, path))
-    return out
+    return _Installed(dists_by_site)
+
+
+class _Installed(Mapping):
+    """installed_files' mapping, indexed when first asked: only advice on a
+    library that does not load asks, and a venv's RECORDs hold tens of
+    thousands of rows."""
+
+    def __init__(self, dists_by_site: list[tuple[str, list[Distribution]]]):
+        self._dists = dists_by_site
+        self._index: dict[str, list[tuple[Distribution, str]]] | None = None
+
+    def _built(self) -> dict[str, list[tuple[Distribution, str]]]:
+        if self._index is None:
+            out: dict[str, list[tuple[Distribution, str]]] = {}
+            for site, dists in self._dists:
+                top = os.path.normpath(site)
+                for d in dists:
+                    for rel in d.files:
+                        # RECORD's paths are normalized as read: only one reaching outside (../../bin) needs more.
+                        path = os.path.normpath(os.path.join(top, rel)) if rel.startswith(".") else f"{top}/{rel}"
+                        out.setdefault(rel.rpartition("/")[2], []).append((d, path))
+            self._index = out
+        return self._index
+
+    def __getitem__(self, name: str) -> list[tuple[Distribution, str]]:
+        return self._built()[name]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __bool__(self) -> bool:
+        return any(d.files for _site, dists in self._dists for d in dists)

@@ -22,14 +22,13 @@ object opens, as a JSON array of {"soname": [...], "priority", "feature",
 from __future__ import annotations
 
 import json
-import marshal
 import mmap
 import os
 import re
-import signal
 import struct
 from dataclasses import dataclass
 
+from .forked import Forked
 from .reader import InvalidElf, parse_sections
 
 SECTIONS = (".rodata", ".lrodata")  # and their .rodata.* / .lrodata.* pieces
@@ -271,10 +270,10 @@ class NameReader:
     calls, so files go to worker processes the moment they are found
     (submit) and are read while the walk and what follows it go on.
 
-    A worker is a fork of this process that reads paths from a pipe and
-    sends back every result at once when the pipe closes: a process pool
-    (its manager thread, a queue, a pickled message per file) cost the walk
-    more CPU than the small files it would take off it. With `workers` CPUs,
+    A worker is a fork of this process (elf/forked.py) that reads paths from
+    a pipe and sends back every result at once when the pipe closes: a
+    process pool (its manager thread, a queue, a pickled message per file)
+    cost the walk more CPU than the small files it would take off it. With `workers` CPUs,
     up to `workers - 1` are forked (this process, walking, is the last), the
     first once BIG bytes are to be read; each file then goes to the worker
     with the fewest bytes to read. Files found before that are read here when
@@ -283,7 +282,8 @@ class NameReader:
     def __init__(self, workers: int | None = None):
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
         self._pending: dict[str, int | None] = {}  # path -> the worker reading it, or None: read here
-        self._workers: list[_Worker] = []
+        self._workers: list[Forked] = []
+        self._queued: list[int] = []  # bytes sent to each worker
         self._here = 0  # bytes to read here
 
     def submit(self, path: str) -> None:
@@ -297,15 +297,17 @@ class NameReader:
                 size = 0
             if self._workers or self._here + size >= BIG:
                 worker = self._least_loaded()
-                self._workers[worker].send(path, size)
+                self._queued[worker] += size
+                self._workers[worker].send(os.fsencode(path))
             else:
                 self._here += size
         self._pending[path] = worker
 
     def _least_loaded(self) -> int:
-        if len(self._workers) < min(self.workers - 1, MAX_WORKERS) and all(w.queued >= BIG for w in self._workers):
-            self._workers.append(_Worker([fd for w in self._workers for fd in w.fds()]))
-        return min(range(len(self._workers)), key=lambda i: self._workers[i].queued)
+        if len(self._workers) < min(self.workers - 1, MAX_WORKERS) and all(q >= BIG for q in self._queued):
+            self._workers.append(Forked(_read_each, tuple(fd for w in self._workers for fd in w.fds())))
+            self._queued.append(0)
+        return min(range(len(self._workers)), key=self._queued.__getitem__)
 
     def results(self) -> dict[str, tuple[list[NameString], int] | str]:
         """path -> (names, bytes searched), or why the file could not be read."""
@@ -324,12 +326,11 @@ class NameReader:
     def close(self) -> None:
         for w in self._workers:
             w.kill()
-        self._workers = []
+        self._workers, self._queued = [], []
 
 
 def _encoded(got):
-    """A result as marshal writes it (builtin, no import, faster than pickle):
-    names and notes as tuples of their fields."""
+    """A result as marshal writes it: names and notes as tuples of their fields."""
     if isinstance(got, str):
         return got
     names, searched = got
@@ -346,86 +347,6 @@ def _decoded(got):
                       error=n[6]) for n in names], searched
 
 
-class _Worker:
-    """One forked process reading names: NUL-terminated paths in, the
-    results out, marshalled, once its input ends."""
-
-    def __init__(self, others: list[int]):
-        tasks_r, self._tasks = os.pipe()
-        self._results, results_w = os.pipe()
-        self.queued = 0  # bytes sent to it
-        self.pid = os.fork()
-        if self.pid == 0:  # the worker: never returns
-            # Another worker's input left open here would never see its end.
-            for fd in (self._tasks, self._results, *others):
-                os.close(fd)
-            _serve(tasks_r, results_w)
-        os.close(tasks_r)
-        os.close(results_w)
-
-    def fds(self) -> list[int]:
-        return [fd for fd in (self._tasks, self._results) if fd is not None]
-
-    def send(self, path: str, size: int) -> None:
-        self.queued += size
-        data = os.fsencode(path) + b"\0"
-        while data:
-            data = data[os.write(self._tasks, data):]
-
-    def finish(self) -> None:
-        """No more paths: the worker sends its results once it has read them."""
-        if self._tasks is not None:
-            os.close(self._tasks)
-            self._tasks = None
-
-    def result(self) -> dict:
-        self.finish()
-        chunks = []
-        while chunk := os.read(self._results, 1 << 20):
-            chunks.append(chunk)
-        os.close(self._results)
-        self._results = None
-        os.waitpid(self.pid, 0)
-        self.pid = None
-        try:
-            ok, value = marshal.loads(b"".join(chunks))
-        except (EOFError, ValueError, TypeError):
-            raise RuntimeError("a worker reading library names ended without its results") from None
-        if not ok:
-            raise RuntimeError(f"a worker reading library names failed: {value}")
-        return value
-
-    def kill(self) -> None:
-        self.finish()
-        if self.pid is not None:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            self.pid = None
-        if self._results is not None:
-            os.close(self._results)
-            self._results = None
-
-
-def _serve(tasks: int, results: int) -> None:
-    """The worker's life: read the names of each path until the pipe closes,
-    send the results, and exit without running the parent's exit handlers
-    or flushing its buffers (os._exit)."""
-    status = 1
-    try:
-        out: dict = {}
-        buf = b""
-        try:
-            while chunk := os.read(tasks, 1 << 16):
-                *paths, buf = (buf + chunk).split(b"\0")
-                for p in paths:
-                    path = os.fsdecode(p)
-                    out[path] = _encoded(read_names_or_error(path))
-            reply = (True, out)
-        except BaseException as exc:  # raised again in the parent, as text
-            reply = (False, f"{type(exc).__name__}: {exc}")
-        view = memoryview(marshal.dumps(reply))
-        while view:
-            view = view[os.write(results, view):]
-        status = 0
-    finally:
-        os._exit(status)
+def _read_each(paths) -> dict:
+    """A worker's work: path -> its result, encoded."""
+    return {os.fsdecode(p): _encoded(read_names_or_error(os.fsdecode(p))) for p in paths}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..elf.dists import Distribution, cuda_major, owners, record_digest, sha256
+from ..elf.dists import Distribution, cuda_major, record_digest, sha256, shared_paths
 from .collector import Findings
 
 def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: Findings) -> None:
@@ -21,9 +21,9 @@ def judge_claims(dists_by_site: list[tuple[str, list[Distribution]]], findings: 
     bytes, and per distribution whose bytes are on disk."""
     for site, dists in dists_by_site:
         groups: dict[tuple, list[str]] = {}
-        for rel, claimants in sorted(owners(dists).items()):
-            if len(claimants) < 2 or len({d.files[rel] for d in claimants}) < 2:
-                continue  # one owner, or the same bytes recorded by each
+        for rel, claimants in shared_paths(dists):
+            if len({d.files[rel] for d in claimants}) < 2:
+                continue  # the same bytes recorded by each
             path = os.path.join(site, rel)
             try:
                 size = os.path.getsize(path)

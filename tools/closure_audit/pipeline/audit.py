@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from ..elf.dists import enclosing_sites, installed_files, read_distributions, reused
+from ..elf.dists import Prefetched, enclosing_sites, installed_files, read_distributions, reused
 from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
 from ..elf.walk import walk_targets
@@ -94,6 +94,9 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     # The library names in read-only data of files on disk are searched while
     # the walk goes on; a wheel's members, streamed, after it.
     names = NameReader()
+    # So are the RECORDs of the tree's distributions, by a process of their own.
+    dists = None if scope.mode.nix or names.workers < 2 else Prefetched(
+        enclosing_sites(scope.roots, site_dirs(scope.roots)))
     try:
         walked = walk_targets(scope, ignore=policy.ignored if policy.ignore_paths else None,
                               progress=progress,
@@ -103,10 +106,12 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         if need_root and walked.unrooted:
             raise TargetError(f"{walked.unrooted[0]}: no venv, conda env or Python site-packages encloses it, "
                               f"so the tree its libraries must resolve in is unknown: pass --root DIR")
-        with reused():
+        with reused(dists.take() if dists is not None else None):
             return _judged(policy, progress, closure, host_root, symbols, import_order, walked, names)
     finally:
         names.close()
+        if dists is not None:
+            dists.close()
 
 
 def _judged(policy, progress, closure, host_root, symbols, import_order, walked, names):
