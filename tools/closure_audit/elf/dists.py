@@ -269,3 +269,16 @@ class _Installed(Mapping):
 
     def __bool__(self) -> bool:
         return any(d.files for _site, dists in self._dists for d in dists)
+
+    # The dict's own views and lookups, not Mapping's, which go through __getitem__ per key.
+    def get(self, name: str, default=None):
+        return self._built().get(name, default)
+
+    def keys(self):
+        return self._built().keys()
+
+    def items(self):
+        return self._built().items()
+
+    def values(self):
+        return self._built().values()
