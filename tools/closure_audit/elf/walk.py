@@ -99,12 +99,11 @@ class Walker:
 
     def _walk(self, top: str) -> None:
         self._tops.append(top)
-        if type(self.files) is not HostFiles:  # a wheel's or a NAR's files: read through them
-            self._walk_files(top)
-            return
-        # The machine's own files, each opened relative to its directory's
-        # descriptor (no path walked again per file) and the loop kept to the
-        # system calls a non-ELF file needs: open, read 4 bytes, close.
+        # Each directory is listed through its descriptor. The machine's own
+        # files are opened relative to it (no path walked again per file), in
+        # a loop kept to the system calls a non-ELF file needs: open, read 4
+        # bytes, close; a wheel's or a NAR's files are read through them.
+        host = type(self.files) is HostFiles
         stack = [top]
         scan = self.scan
         seen = self._seen_files
@@ -138,10 +137,14 @@ class Walker:
                             elif entry.is_symlink():
                                 self._link(prefix + name, name, stack)
                             continue
-                        key = (dev, entry.inode())
+                        inode = entry.inode()
                     except OSError as exc:
                         scan.problems.append((prefix + name, _os_reason(exc)))
                         continue
+                    if not host:
+                        self._regular(prefix + name, dev, inode)
+                        continue
+                    key = (dev, inode)
                     if key in seen:
                         self._count(seen[key])
                         continue
@@ -179,31 +182,6 @@ class Walker:
                         progress(scan.files)
             finally:
                 os.close(dfd)
-
-    def _walk_files(self, top: str) -> None:
-        stack = [top]
-        scan = self.scan
-        regular = self._regular
-        while stack:
-            directory = stack.pop()
-            try:
-                dev = os.stat(directory).st_dev
-                with os.scandir(directory) as it:
-                    entries = list(it)
-            except OSError as exc:
-                scan.problems.append((directory, f"cannot list directory: {_os_reason(exc)}"))
-                continue
-            for entry in entries:
-                name = entry.name
-                try:
-                    if entry.is_file(follow_symlinks=False):
-                        regular(entry.path, dev, entry.inode())
-                    elif entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_symlink():
-                        self._link(entry.path, name, stack)
-                except OSError as exc:
-                    scan.problems.append((entry.path, _os_reason(exc)))
 
     def _regular(self, path: str, dev, inode) -> None:
         key = (dev, inode)
