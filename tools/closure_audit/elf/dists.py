@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
 import io
 import os
 import re
@@ -185,6 +184,8 @@ _HASHED: dict[tuple, str] = {}  # (path, inode, size, mtime): cuDNN's files are 
 
 def sha256(path: str) -> str | None:
     """The file's SHA-256 (hex), or None where it cannot be read."""
+    import hashlib  # OpenSSL's start-up: only for the few files sizes leave open
+
     h = hashlib.sha256()
     try:
         with open(path, "rb") as f:
