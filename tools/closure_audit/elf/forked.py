@@ -55,15 +55,15 @@ class Forked:
 
     def result(self):
         self.finish()
-        chunks = []
+        answer = bytearray()  # one buffer, not pieces joined into a second copy
         while chunk := os.read(self._results, 1 << 20):
-            chunks.append(chunk)
+            answer += chunk
         os.close(self._results)
         self._results = None
         os.waitpid(self.pid, 0)
         self.pid = None
         try:
-            ok, value = marshal.loads(b"".join(chunks))
+            ok, value = marshal.loads(answer)
         except (EOFError, ValueError, TypeError):
             raise RuntimeError("a worker process ended without its answer") from None
         if not ok:
