@@ -16,7 +16,7 @@ from audits import audit, host_policy, rules
 from conftest import validate
 from parts import require
 from closure_audit.errors import TargetError
-from closure_audit.findings.policy import parse_policy
+from closure_audit.policy.load import parse_policy
 
 pytestmark = pytest.mark.fhs
 

@@ -268,7 +268,7 @@ def test_the_judge_reads_nothing(tmp_path, build, gpu_lib, monkeypatch):
     """What the judge needs of the GPU code, the kernels of a file that no
     cubin serves on a GPU included, is read while the facts are gathered."""
     from closure_audit.findings import gpu
-    from closure_audit.findings.policy import parse_policy
+    from closure_audit.policy.load import parse_policy
     from closure_audit.ops import doctor as op
 
     tree = cuda13_tree(build)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from closure_audit.findings.collector import Findings
-from closure_audit.findings.policy import Policy, parse_policy
+from closure_audit.findings.policy import Policy
+from closure_audit.policy.load import parse_policy
 
 
 def test_severity_comes_from_the_policy_and_the_mode():

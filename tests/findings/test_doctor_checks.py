@@ -6,25 +6,10 @@ from __future__ import annotations
 
 from closure_audit.cuda.release import Need
 from closure_audit.findings.collector import Findings
-from closure_audit.findings.doctor import DriverUse, TargetFacts, judge_doctor
-from closure_audit.findings.policy import parse_policy
-from closure_audit.host.probe import DriverLibrary, Gpu, Host
-from closure_audit.modes import TREE
-
-LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
-
-
-def host(driver: str | None = "580.82.07", kernel: str | None = "580.82.07", gpus=("8.6",)) -> Host:
-    lib = DriverLibrary(LIBCUDA, LIBCUDA, driver, "file name") if driver else None
-    return Host("/", "distro", "Ubuntu 24.04", ("ubuntu", "debian"), driver_dirs=["/usr/lib/x86_64-linux-gnu"],
-                driver=lib, kernel_module=kernel, gpus=[Gpu("NVIDIA GeForce RTX 3090", c, "nvidia-smi") for c in gpus])
-
-
-def tree(needs=(), runtime_missing=None) -> TargetFacts:
-    return TargetFacts(targets=["/venv"], mode=TREE,
-                       driver=DriverUse(objects=["/venv/libtorch_cuda.so"], driver_dirs=[], without=[], bundled=[],
-                                        reached=[]),
-                       needs=list(needs), runtime_missing=runtime_missing or {}, compat=None, gpu_code={})
+from closure_audit.findings.doctor import TargetFacts, judge_doctor
+from closure_audit.policy.load import parse_policy
+from closure_audit.host.probe import Host
+from doctorrecords import host, tree
 
 
 def judged(h: Host, targets: list[TargetFacts]):

@@ -228,3 +228,70 @@ def test_framework_against_the_nccl_it_maps(build, tmp_path):
         str(nccl), "libnccl", "2.27.7", "2.28.9")
     assert "older than the 2.28.9" in f.message and "built for CUDA 12" in f.message
     assert str(nccl) in mapped(module)
+
+
+# tensorflow/python/platform/build_info.py as TensorFlow 2.21.0's wheel ships it:
+# one collections.OrderedDict call over a literal list of pairs, not a dict literal.
+BUILD_INFO = '''"""Auto-generated module providing information about the build."""
+import collections
+
+build_info = collections.OrderedDict([('cpu_compiler', 'clang'), ('cuda_compute_capabilities', ['sm_60', 'sm_70', \
+'sm_80', 'sm_89', 'compute_90']), ('cuda_version', '12.5.1'), ('cudnn_version', '9'), ('is_cuda_build', True), \
+('is_rocm_build', False), ('is_tensorrt_build', False)])
+'''
+
+TF_OPEN = ('#include <dlfcn.h>\n'
+           'int open_sub(void) { return dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL) != 0; }\n')
+
+
+def test_tensorflow_build_info_is_read_from_its_real_format(tmp_path):
+    from closure_audit.elf.releases import read_builds
+
+    site = tmp_path / "site-packages"
+    (site / "tensorflow/python/platform").mkdir(parents=True)
+    (site / "tensorflow/python/platform/build_info.py").write_text(BUILD_INFO)
+    (build,) = read_builds([str(site)], []).values()
+    assert (build.framework, build.cuda, build.cuda_source) == ("tensorflow", "12.5.1", "tensorflow build_info")
+    assert build.minimums == {"libcudnn": ("9", "tensorflow build_info")}
+    # A build_info that is no sequence of pairs is not read, never guessed at.
+    (site / "tensorflow/python/platform/build_info.py").write_text(
+        "import collections\nbuild_info = collections.OrderedDict(make())\n")
+    assert read_builds([str(site)], []) == {}
+
+
+@pytest.mark.parametrize("on_disk", ["12", "13"])
+def test_tensorflow_against_the_cudnn_its_gpu_init_opens(build, tmp_path, on_disk):
+    """TensorFlow built for CUDA 12.5.1 (build_info) whose GPU initialisation
+    opens nvidia/cudnn/lib/libcudnn.so.9 through its framework library's
+    RUNPATH: the CUDA 13 wheel's bytes there (nvidia-cudnn-cu13 installed
+    over -cu12) are a finding naming both CUDA versions; the CUDA 12 bytes none.
+    The real loader: that dlopen maps that file."""
+    rel, site = venv(build.root)
+    made = {}
+    for major, version in (("12", "9.28.0.42"), ("13", "9.24.0.5")):
+        lib = build.lib(f"staging/cu{major}/libcudnn.so.9", soname="libcudnn.so.9", code=f"int cudnn_cu{major};\n")
+        made[major] = (version, lib.read_bytes())
+    target = build.path(f"{rel}/nvidia/cudnn/lib/libcudnn.so.9")
+    target.write_bytes(made[on_disk][1])
+    os.chmod(target, 0o755)
+    for major, (version, data) in made.items():
+        record(site, f"nvidia-cudnn-cu{major}", version, {"nvidia/cudnn/lib/libcudnn.so.9": data})
+    record(site, "tensorflow", "2.21.0", {}, requires=["nvidia-cudnn-cu12<10.0,>=9.3; extra == \"and-cuda\""])
+    framework = build.lib(f"{rel}/tensorflow/libtensorflow_framework.so.2", soname="libtensorflow_framework.so.2",
+                          runpath=["$ORIGIN/../nvidia/cudnn/lib"], code="const char *tsl = \"cudnn\";\n" + TF_OPEN)
+    build.lib(f"{rel}/tensorflow/python/_pywrap_tensorflow_internal{EXT}", soname="", links=[framework],
+              runpath=["$ORIGIN/../"])
+    (site / "tensorflow/python/platform").mkdir(parents=True)
+    (site / "tensorflow/python/platform/build_info.py").write_text(BUILD_INFO)
+    assert str(target) in mapped(framework)  # its open_sub() dlopens libcudnn.so.9 through its RUNPATH
+    found = [f for f in rules(audit(build.root / "venv", policy=host_policy(tmp_path))).get(
+        "framework-library-build-differs", []) if f.fields["framework"] == "tensorflow"]
+    if on_disk == "12":
+        assert found == []
+        return
+    (f,) = found
+    assert (f.file, f.fields["library"], f.fields["process"]) == (str(target), "libcudnn", "tensorflow")
+    assert f.fields["found"] == {"version": "9.24.0.5", "cuda_major": "13",
+                                 "source": "nvidia-cudnn-cu13 9.24.0.5's RECORD"}
+    assert f.fields["built"]["cuda"] == "12.5.1"
+    assert "built for CUDA 13, it for CUDA 12.5.1 (tensorflow build_info)" in f.message

@@ -31,7 +31,7 @@ from closure_audit.elf.strings import NOTE_OWNER, NOTE_TYPE, notes_in  # noqa: E
 from closure_audit.elf.walk import Walker  # noqa: E402
 from closure_audit.elf.wheel import WheelFiles  # noqa: E402
 from closure_audit.errors import InputError  # noqa: E402
-from closure_audit.findings.policy import load_policy  # noqa: E402
+from closure_audit.policy.load import load_policy  # noqa: E402
 from redist_features import manifest as redist_manifest  # noqa: E402
 from redist_features.archive import Source, members  # noqa: E402
 

@@ -13,7 +13,8 @@ from closure_audit.gate.checks import Subject, check, read_subjects
 from closure_audit.closure.graph import Closure, build_graph, parse_path_info
 from closure_audit.errors import BudgetError
 from closure_audit.findings.collector import Findings
-from closure_audit.findings.policy import Policy, parse_policy
+from closure_audit.findings.policy import Policy
+from closure_audit.policy.load import parse_policy
 
 S = "/nix/store"
 H = "0123456789abcdfghijklmnpqrsvwxyz"

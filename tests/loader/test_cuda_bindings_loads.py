@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from test_process_model import CATALOG, EXT, stack, write  # noqa: F401
+from test_process_model import CATALOG, EXT, maps, stack, write  # noqa: F401
 from test_union_process import files, load, processes
 
 pytestmark = pytest.mark.fhs
@@ -86,3 +86,21 @@ def test_an_nvrtc_already_loaded_leaves_its_builtins_to_it(stack, build, tmp_pat
     union = files(stack, procs["union"])
     assert str(old) in union and str(stack.nvrtc) in union and str(builtins) not in union
     assert load(stack, procs["union"]) == union
+
+
+def test_a_library_the_wheels_lack_comes_from_the_host_as_pathfinder_finds_it(stack, build, tmp_path):
+    """No nvJitLink in the wheels: cuda-pathfinder's system search loads
+    the host's by name at the first call (what cuda-core's Linker probes
+    before taking nvJitLink over the driver's linker). The real loader's
+    dlopen by name, the host directory standing for ld.so.conf's, gives that
+    file; the process maps exactly the model's files."""
+    write(stack.site / "cuda/pathfinder/_dynamic_libs/descriptor_catalog.py", CATALOG.rstrip().rstrip(")") + NVJITLINK)
+    build.lib("../host/libnvJitLink.so.13", code="int host_nvjitlink = 1;\n")
+    host = stack.host / "libnvJitLink.so.13"
+    wrapper(build, "nvjitlink")
+    assert str(host) in maps("libnvJitLink.so.13", ld_library_path=stack.host)[0]
+    cuda = processes(stack, tmp_path)["cuda"]
+    (obj,) = [o for o in cuda["objects"] if o["path"] == str(host)]
+    assert obj["loaded_by"] == {"preload": "cuda-pathfinder", "trigger": "the first call into cuda.bindings' nvjitlink",
+                                "framework": "cuda"}
+    assert load(stack, cuda) == files(stack, cuda)

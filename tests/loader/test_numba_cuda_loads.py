@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from audits import audit, host_policy, rules, venv
-from test_process_model import CATALOG as TORCH_CATALOG
+from test_process_model import CATALOG as TORCH_CATALOG, maps
 
 pytestmark = pytest.mark.fhs
 
@@ -77,3 +77,95 @@ def test_numba_cuda_maps_nvvm_and_nvrtc_through_pathfinder(build, tmp_path):
     alone = subprocess.run([sys.executable, "-c", RUN, str(module)], capture_output=True, text=True,
                            env={"PATH": "/usr/bin:/bin"})
     assert alone.returncode != 0 and "libnvrtc.so.13" in alone.stderr and os.path.exists(nvrtc)
+
+
+# cuda-pathfinder 1.9's catalog shape for the host fallbacks: the spec's default
+# anchor directories, NVVM's own, and its canary named in _utils/ctk_root_canary.py.
+HOST_CATALOG = '''
+from dataclasses import dataclass
+from cuda.pathfinder._utils.ctk_root_canary import CTK_ROOT_CANARY_ANCHOR_LIBNAMES
+
+@dataclass(frozen=True, slots=True)
+class DescriptorSpec:
+    name: str
+    packaged_with: str
+    linux_sonames: tuple[str, ...] = ()
+    site_packages_linux: tuple[str, ...] = ()
+    dependencies: tuple[str, ...] = ()
+    anchor_rel_dirs_linux: tuple[str, ...] = ("lib64", "lib")
+    ctk_root_canary_anchor_libnames: tuple[str, ...] = ()
+
+DESCRIPTOR_CATALOG: tuple[DescriptorSpec, ...] = (
+    DescriptorSpec(name="cudart", packaged_with="ctk", linux_sonames=("libcudart.so.13", "libcudart.so.12"),
+                   site_packages_linux=("nvidia/cu13/lib", "nvidia/cuda_runtime/lib")),
+    DescriptorSpec(name="nvrtc", packaged_with="ctk", linux_sonames=("libnvrtc.so.13", "libnvrtc.so.12"),
+                   site_packages_linux=("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib")),
+    DescriptorSpec(name="nvvm", packaged_with="ctk", linux_sonames=("libnvvm.so.4", "libnvvm.so"),
+                   site_packages_linux=("nvidia/cu13/lib", "nvidia/cuda_nvcc/nvvm/lib64"),
+                   anchor_rel_dirs_linux=("nvvm/lib64",),
+                   ctk_root_canary_anchor_libnames=CTK_ROOT_CANARY_ANCHOR_LIBNAMES),
+)
+'''
+
+def by_name(host, *names) -> set[str]:
+    """What the real loader maps for loads by name (as cuda-pathfinder's
+    system search and its canary subprocess make), the host directory
+    standing for ld.so.conf's; this machine's own ld.so.cache may answer
+    too, and its files are not the test's host."""
+    return {m for m in maps(*names, ld_library_path=host)[0] if m.startswith(str(host.parent))}
+
+
+@pytest.mark.parametrize("host_has", ["nvvm", "cudart", "nvrtc"])
+def test_numba_cuda_finds_nvvm_on_the_host_as_pathfinder_does(build, tmp_path, host_has):
+    """No NVVM in the wheels. 'nvvm': the host's directory holds libnvvm.so.4
+    (pathfinder's system search). 'cudart': it holds the toolkit's runtime
+    only, and NVVM lies under that toolkit root in nvvm/lib64 (pathfinder's
+    canary). 'nvrtc': it holds NVRTC only: pathfinder finds no NVVM, and
+    numba's CUDA_HOME inference from NVRTC's directory finds none either
+    (pathfinder caches CUDA_HOME unset), so nothing is mapped for it."""
+    site_rel, site = venv(build.root)
+    ctk = tmp_path / "cuda-13.0"
+    host = ctk / "lib64"
+    host.mkdir(parents=True)
+    nvvm_dir = ctk / "nvvm/lib64"
+    nvvm_dir.mkdir(parents=True)
+    canary_nvvm = build.lib("h/libnvvm.so.4", code="int nvvm_root;\n")
+    os.replace(canary_nvvm, nvvm_dir / "libnvvm.so.4")
+    canary_nvvm = nvvm_dir / "libnvvm.so.4"
+    placed = {}
+    for name, soname in (("nvvm", "libnvvm.so.4"), ("cudart", "libcudart.so.13"), ("nvrtc", "libnvrtc.so.13")):
+        if name == host_has or name == "nvrtc":
+            lib = build.lib(f"h/{soname}", code=f"int host_{name};\n")
+            os.replace(lib, host / soname)
+            placed[name] = host / soname
+    (site / "cuda/pathfinder/_dynamic_libs").mkdir(parents=True)
+    (site / "cuda/pathfinder/_utils").mkdir(parents=True)
+    (site / "cuda/pathfinder/_dynamic_libs/descriptor_catalog.py").write_text(HOST_CATALOG)
+    (site / "cuda/pathfinder/_utils/ctk_root_canary.py").write_text('CTK_ROOT_CANARY_ANCHOR_LIBNAMES = ("cudart",)\n')
+    (site / "numba_cuda/numba/cuda").mkdir(parents=True)
+    (site / "numba_cuda/numba/cuda/cuda_paths.py").write_text(PATHS)
+    module = build.lib(f"{site_rel}/numba_cuda/numba/cuda/cext/_helper{EXT}", soname="")
+    report = audit(build.root / "venv", policy=host_policy(host))
+    (proc,) = [p for p in report.processes if p.name == "numba_cuda"]
+    objects = [o.real for o in proc.link_map.objects if not o.real.startswith(("/lib", "/usr"))]
+    # The real loader: what a load by name from the host gives; the canary's root is where its runtime is.
+    real = by_name(host, "libnvvm.so.4", "libnvvm.so")
+    if host_has == "nvvm":
+        assert str(placed["nvvm"]) in real
+        expected_nvvm = [str(placed["nvvm"])]
+    elif host_has == "cudart":
+        (runtime,) = [m for m in by_name(host, "libcudart.so.13") if "cudart" in m]
+        assert os.path.dirname(runtime) == str(ctk / "lib64") and not [m for m in real if "nvvm" in m]
+        expected_nvvm = [str(canary_nvvm)]
+    else:
+        assert not [m for m in real if "nvvm" in m]
+        expected_nvvm = []
+    assert str(placed["nvrtc"]) in by_name(host, "libnvrtc.so.13")
+    assert objects == expected_nvvm + [str(placed["nvrtc"]), str(module)]
+    # ... and loading the model's files in its order maps exactly them.
+    p = subprocess.run([sys.executable, "-c", RUN, *objects], capture_output=True, text=True, check=True,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert {m for m in json.loads(p.stdout) if m.startswith((str(build.root), str(tmp_path)))} == set(objects)
+    for obj in proc.link_map.objects:
+        if obj.real in expected_nvvm:
+            assert "finds" in proc.why(obj) and ("CUDA Toolkit root" in proc.why(obj)) == (host_has == "cudart")

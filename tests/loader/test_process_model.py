@@ -524,7 +524,7 @@ def test_a_duplicate_sonames_file_is_the_trees_copy_never_the_hosts(stack, build
     """A module that takes libzz.so.1 from the host (no runpath) and one of
     another framework that has the tree's copy: which one a process maps
     depends on the import order, and the finding names the tree's file."""
-    from closure_audit.findings.policy import parse_policy
+    from closure_audit.policy.load import parse_policy
 
     usr = tmp_path / "usr-lib"  # sorts after the tree, as /usr/lib does after most venvs
     host_zz = usr / build.lib("../usr-lib/libzz.so.1", code="int zz_host = 1;\n").name

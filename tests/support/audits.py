@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from closure_audit.findings.policy import Policy, parse_policy
+from closure_audit.findings.policy import Policy
+from closure_audit.policy.load import parse_policy
 from closure_audit.ops.audit import audit as run_audit
 from closure_audit.targets import resolve_target, scope_of
 

@@ -7,9 +7,10 @@ import synthetic
 from closure_audit.closure.evidence import Scanner
 from closure_audit.closure.graph import Closure, build_graph, parse_path_info
 from closure_audit.closure.sizes import added_sizes, dominator_tree, roots_closure_size
-from closure_audit.findings.forbidden import forbidden_paths
+from closure_audit.closure.why import explain
+from closure_audit.findings.forbidden import forbidden_findings, forbidden_matches
 from closure_audit.findings.collector import Findings
-from closure_audit.findings.policy import load_policy
+from closure_audit.policy.load import load_policy
 from closure_audit.output import html
 
 STORE = "/nix/store"
@@ -55,7 +56,8 @@ def picture(closure: Closure, name: str = "app", verdict: bool | None = None, ex
     added = added_sizes(closure, tree)
     policy = load_policy(None)
     findings = Findings(policy, "nix-store")
-    forbidden_paths(closure, policy, findings, added=added, scanner=Scanner(closure.store_dir))
+    forbidden_findings(explain(closure, forbidden_matches(closure, policy), scanner=Scanner(closure.store_dir)), added,
+                       findings)
     return html.Picture(name=name, closure=closure, closure_size=roots_closure_size(closure), added=added,
                         dominators=tree, findings=findings.sorted() + list(extra), verdict=verdict)
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from closure_audit.loader.preloads import Preload, Preloads
+from closure_audit.loader.preloads.common import HostSearch
 
 PLAIN = "int stub_library = 1;\n"
 OPENER = "#include <dlfcn.h>\nint stub_open(const char *n) { return dlopen(n, RTLD_NOW | RTLD_LOCAL) != 0; }\n"
@@ -84,7 +85,8 @@ def preloads(fixture: dict, site: Path) -> Preloads:
     out = []
     for p in fixture["preloads"]:
         d = dict(p)
-        d["path"] = p["path"] if p.get("opener") else str(site / p["path"])
+        d["path"] = p["path"] if p.get("opener") or p.get("host") else str(site / p["path"])
+        d["host"] = HostSearch(**{k: tuple(v) for k, v in p["host"].items()}) if p.get("host") else None
         d["opener"] = str(site / p["opener"]) if p.get("opener") else None
         d["unless"] = tuple(p.get("unless", ()))
         d["along"] = str(site / p["along"]) if p.get("along") else None

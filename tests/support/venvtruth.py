@@ -32,7 +32,7 @@ import tempfile
 from dataclasses import asdict
 
 from closure_audit.elf.reader import read_elf
-from closure_audit.findings.policy import parse_policy
+from closure_audit.policy.load import parse_policy
 from closure_audit.loader.environment import matches_any
 from closure_audit.loader.libraries import CUDA_TOOLKIT_LIBRARIES
 from closure_audit.loader.process import UNION, module_of
@@ -289,7 +289,11 @@ def real_answer(result, steps, site: str, driver: str, libs: dict) -> dict:
 
 def preload_record(p, site: str) -> dict:
     d = asdict(p)
-    d["path"] = p.path if p.opener else os.path.relpath(p.path, site)
+    d["path"] = p.path if p.opener or p.host else os.path.relpath(p.path, site)
+    if p.host is None:
+        del d["host"]  # a name the host answers (cuda-pathfinder's fallback): kept only where there is one
+    else:
+        d["host"] = {k: list(v) for k, v in asdict(p.host).items()}
     d["opener"] = os.path.relpath(p.opener, site) if p.opener else None
     d["unless"] = list(p.unless)
     d["along"] = os.path.relpath(p.along, site) if p.along else None

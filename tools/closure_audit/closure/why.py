@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,9 +141,13 @@ def shortest_chains(closure: Closure, targets: set[str]) -> dict[str, list[str]]
 
 
 def explain(closure: Closure, matches: dict[str, tuple[str, str | None]], all_chains: bool = False,
-            scanner: Scanner | None = None) -> list[Explanation]:
-    """Explain every matched path: `matches` maps path -> (pattern, reason)."""
-    scanner = scanner or scanner_for(closure)
+            scanner: Scanner | None = None, progress: Callable[[int], None] | None = None) -> list[Explanation]:
+    """Explain every matched path: `matches` maps path -> (pattern, reason).
+    The referrers are scanned for evidence by `scanner`, by default the
+    closure's own (evidence.py scanner_for; `progress` follows its files)."""
+    if not matches:
+        return []
+    scanner = scanner or scanner_for(closure, progress)
     chains = shortest_chains(closure, set(matches))
     wanted: dict[str, dict[str, str]] = {}  # referrer -> hash part -> referenced path
     for path, chain in chains.items():

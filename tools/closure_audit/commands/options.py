@@ -7,7 +7,7 @@ import argparse
 from ..cache import HTTP_CONNECTIONS
 from ..closure import CLOSURE_TARGETS
 from ..errors import UsageError
-from ..findings import policy
+from ..policy import load as policy
 from ..targets import resolve_target
 
 

@@ -10,8 +10,8 @@ import re
 
 # (regular expression on the model name, capability)
 MODELS = (
-    (r"\bGB?300\b|\bB300\b", "10.3"),
-    (r"\bGB?200\b|\bB200\b|\bB100\b", "10.0"),
+    (r"\bG?B300\b", "10.3"),
+    (r"\bG?B200\b|\bB100\b", "10.0"),
     (r"\bGB10\b", "12.1"),
     (r"RTX PRO \d+ Blackwell|RTX 50\d\d", "12.0"),
     (r"\bGH200\b|\bH200\b|\bH100\b|\bH800\b|\bH20\b", "9.0"),

@@ -139,7 +139,9 @@ def read_builds(sites: list[str], dists: list[Distribution]) -> dict[str, Build]
 
 
 def _assignments(path: str) -> dict:
-    """Module-level NAME = literal of a Python file; {} when unreadable."""
+    """Module-level NAME = literal of a Python file; {} when unreadable.
+    TensorFlow writes `build_info = collections.OrderedDict([(key, value), ...])`:
+    a dict built from a literal list of pairs counts as that dict."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             tree = ast.parse(f.read(1 << 20))
@@ -148,13 +150,25 @@ def _assignments(path: str) -> dict:
     out = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError):
-                continue
+            target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            try:
-                out[node.target.id] = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError):
-                continue
+            target, value = node.target, node.value
+        else:
+            continue
+        try:
+            out[target.id] = _literal(value)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            continue
     return out
+
+
+def _literal(node: ast.expr):
+    """A literal, or dict/OrderedDict of one literal sequence of pairs."""
+    if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1:
+        fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if fn in ("OrderedDict", "dict"):
+            pairs = ast.literal_eval(node.args[0])
+            if isinstance(pairs, (list, tuple)) and all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+                return dict(pairs)
+            raise ValueError("not a sequence of pairs")
+    return ast.literal_eval(node)

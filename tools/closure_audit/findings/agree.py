@@ -13,6 +13,12 @@ Between a framework and the cuDNN and NCCL its process maps: not older than
 the release it was built against (the pin of its METADATA, or its build
 info), and built for its CUDA major (the -cuNN of the distribution).
 docs/internals/loader.md compares these with cuda-pathfinder's own checks.
+
+Takes: elf/releases.py's records (Releases: each library's release;
+Builds: what a framework records of its build), the edges the audit resolved
+(object -> the file it gets, loaded or opened) and loader/process.py's
+Processes. Gives: library-releases-differ and
+framework-library-build-differs findings on the collector.
 """
 
 from __future__ import annotations

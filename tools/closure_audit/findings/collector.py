@@ -4,6 +4,10 @@ The policy decides each finding's severity (or drops it when its rule is off
 or not checked in the run's mode) and which files are ignored; the same
 finding reached twice (two load chains through one library) is kept once:
 findings are the same when their rule, file and scalar fields are.
+
+Takes: a Policy (findings/policy.py), the run's Mode and the roots
+[ignore] paths are relative to. Gives: Findings, which every judge adds to,
+sorted for output/.
 """
 
 from __future__ import annotations

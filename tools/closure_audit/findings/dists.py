@@ -7,6 +7,11 @@ one's, and a framework that requires the other one (PyTorch built for CUDA
 13 beside TensorFlow's CUDA 12 wheels) loads a build for another CUDA major.
 Which distribution's bytes are on disk is told by hashing the file against
 each RECORD; who loses, by the Requires-Dist of every distribution.
+
+Takes: elf/dists.py's Distributions (what each dist-info's RECORD
+claims, its METADATA requires), by site-packages. Gives:
+distribution-file-conflict findings. It still hashes the file on disk that
+two RECORDs claim (tests/project/test_judges_read_nothing.py, LEFT).
 """
 
 from __future__ import annotations

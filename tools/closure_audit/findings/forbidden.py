@@ -1,57 +1,52 @@
-"""The forbidden-path pipeline every command runs: the policy's patterns
-matched against a closure, each match explained (closure/why.py: chain and
-evidence) and reported as a `forbidden-path` finding."""
+"""Judge the paths of a closure that the policy forbids.
+
+Takes: a closure.graph.Closure (its graph, already read) and a Policy, for
+forbidden_matches; then closure/why.py's Explanations of those matches (each
+chain from a root and the byte evidence of each hop, which the caller scans:
+closure.why.explain) and their added sizes (closure/sizes.py).
+Gives: the matches, path -> (pattern, reason); one `forbidden-path` finding
+per explanation (forbidden_findings). Reads no file.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Collection, Mapping
 
-from ..closure.evidence import Scanner, scanner_for
 from ..closure.graph import Closure
-from ..closure.sizes import added_sizes_of
-from ..closure.why import Explanation, explain, sifted
+from ..closure.why import Explanation, sifted
 from ..nix.storepath import name_part
 from ..util import format_size
 from .collector import Findings
 from .policy import Policy
 
 
-def forbidden_matches(closure: Closure, policy: Policy) -> dict[str, tuple[str, str]]:
+def forbidden_matches(closure: Closure, policy: Policy, exclude: Collection[str] = ()) -> dict[str, tuple[str, str]]:
     """Paths of the closure the policy forbids: path -> (pattern, reason).
     The patterns sift every path at once (closure/why.py sifted()), then
     one regular expression of them each name sifted; the policy decides on
-    the few names it lets through."""
+    the few names it lets through. `exclude` leaves out paths already known
+    (diff: those the old closure had)."""
     sieve = re.compile("|".join(fnmatch.translate(p) for p, _ in policy.forbidden) or "(?!)")
     out = {}
     paths = closure.graph.paths
     for i in sifted(closure, [p for p, _ in policy.forbidden]):
         path = paths[i]
         name = name_part(path)
-        if sieve.match(name):
+        if path not in exclude and sieve.match(name):
             hit = policy.forbids(name)
             if hit is not None:
                 out[path] = hit
     return out
 
 
-def forbidden_paths(closure: Closure, policy: Policy, findings: Findings, *, added: dict[str, int] | None = None,
-                    all_chains: bool = False, exclude: Collection[str] = (), scanner: Scanner | None = None,
-                    progress: Callable[[int], None] | None = None, **fields) -> list[Explanation]:
-    """The forbidden-path pipeline every command runs: match the policy's
-    patterns, explain each match (chain and evidence), and add one
-    `forbidden-path` finding per match. `exclude` leaves out paths already
-    known (diff: those the old closure had); `fields` go on every finding.
-    `added` (added sizes, of the matches at least) is computed when not
-    given and needed, for the matches alone;
-    `progress` is told how many files the evidence scan has read."""
-    matches = {p: m for p, m in forbidden_matches(closure, policy).items() if p not in exclude}
-    if not matches:
-        return []
-    if added is None:
-        added = added_sizes_of(closure, list(matches))
-    explanations = explain(closure, matches, all_chains, scanner or scanner_for(closure, progress))
+def forbidden_findings(explanations: list[Explanation], added: Mapping[str, int], findings: Findings,
+                       **fields) -> list[Explanation]:
+    """One `forbidden-path` finding per explained match, with the size it
+    adds (`added`: path -> added size; 0 where it is not given) and its last
+    hop's best evidence; `fields` go on every finding. Gives `explanations`
+    back, for the caller's result."""
     for e in explanations:
         size = added.get(e.path, 0)
         via = e.hops[-1].evidence.best(1) if e.hops else []

@@ -16,6 +16,13 @@ Read (elf/fatbin.py), group by section, kind and architecture, judge per file:
 - native-arch-fallback: sm_75 + compute_75 alone, 7.5 not requested: what nvcc
   makes of -arch=native where it finds no GPU (byte for byte -arch=sm_75, so a
   Turing build says so by requesting 7.5).
+
+Takes: elf/fatbin.py's Entries of each file (FileArchs, made by ops/archs.py
+and ops/why_build.py), and a cuda/request.py Request. Gives: FileArchs and
+ArchReport for output/, the verdict of one file on one GPU (on_gpu), and
+GpuJudge's findings (missing-, unexpected-, jit-only-gpu-arch,
+native-arch-fallback, invalid-fatbin). The kernels of entries compared are
+still read here, when asked (Kernels; test_judges_read_nothing.py, LEFT).
 """
 
 from __future__ import annotations

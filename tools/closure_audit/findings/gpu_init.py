@@ -5,6 +5,11 @@ registering GPU devices and runs on the CPU, with no error. One finding per
 framework and opener, naming every library its search path misses, the
 tree's copy where it holds one, and the import order in which another
 framework's loads give it its GPU (the union, either way round).
+
+Takes: loader/process.py's Processes, the providers of each name
+(loader/chains.py), what dists each framework requires (elf/dists.py), and
+loader/preloads/triton.py's libcuda searches. Gives: gpu-init-library-missing
+and triton-libcuda-ldconfig findings.
 """
 
 from __future__ import annotations
@@ -109,3 +114,23 @@ def judge_triton_libcuda(searches: list[tuple[str, str | None]], driver_dirs, fi
                      f"Triton's libcuda_dirs() finds libcuda.so.1 by running /sbin/ldconfig -p, which fails on NixOS "
                      f"(no ld.so.cache): its first kernel launch raises{fix}",
                      variable=variable, driver_dirs=list(driver_dirs))
+
+
+def judge_triton_tools(tools, env, findings: Findings) -> None:
+    """Each NVIDIA tool Triton runs (loader/preloads/triton.py's `tools`)
+    whose default, the file it runs with its variable unset, does not
+    answer `--version`: absent, or, in a Nix store path, a program whose
+    interpreter is outside the store (NixOS has none at that path, so the
+    exec fails as if the file were missing, which Triton passes over)."""
+    for tool in tools:
+        if not tool.present:
+            why = "is not there"
+        elif env.nix and tool.interp and not env.in_store(tool.interp):
+            why = f"cannot run on NixOS: its interpreter {tool.interp} is outside the store"
+        else:
+            continue
+        findings.add("triton-tool-missing", tool.knobs,
+                     f"Triton runs {tool.binary} from {tool.variable}, else {tool.default}, which {why}: with "
+                     f"{tool.variable} unset, its first use raises RuntimeError('Cannot find {tool.binary}'); set "
+                     f"{tool.variable} to a {tool.binary} of the CUDA toolkit",
+                     tool=tool.binary, variable=tool.variable, default=tool.default)

@@ -6,6 +6,14 @@ run time is a plugin (NVSHMEM's bootstraps and transports, cuFile's RDMA
 helper): what it needs fails only when its feature is used, so an unresolved
 need of its chain is a warning that names the feature
 (plugin-unresolved-library), not an error.
+
+Takes: the loader (loader/model.py) and its load chains (loader/chains.py
+Resolved), the rows of findings/opened.py (which entry points are plugins),
+and for a tree the Processes and installed files (FromHost). Gives: the
+loading findings (unresolved-library, resolved-on-host, runpath-*, ...) on the
+collector; FromHost gathers cuda-library-from-host and preloaded-library for
+this judge and findings/opened.py. Whether a RECORD's installed file is there
+is still asked of the disk (test_judges_read_nothing.py, LEFT).
 """
 
 from __future__ import annotations

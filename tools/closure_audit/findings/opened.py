@@ -1,5 +1,12 @@
-"""Judge what objects open at run time (loader/dlopen.py): one row per
-object and name for the listing, and findings where a name would not load.
+"""Judge what objects open at run time: one row per object and name for
+the listing, and findings where a name would not load.
+
+Takes: the load chains (loader/chains.py Resolved) and what their objects
+may open, read by loader/dlopen.py read_opened (each object's requests by
+path, the names that could not be read, the bytes searched); dlopen.resolve
+answers each request as glibc's dlopen would, through the loader.
+Gives: findings on the run's collector, and Rows for the listing. Reads no
+file: a name is never read here.
 
 - driver: in a Nix store the opener needs a driver directory in its own
   search path (missing-driver-runpath, as for a DT_NEEDED driver library);
@@ -21,8 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..elf.reader import ElfFile
-from ..elf.strings import NameReader, NoteEntry
 from ..loader import dlopen
 from ..loader.chains import Resolved
 from ..loader.model import ALREADY_LOADED, DRIVER, NOT_FOUND, PRELOADED, Chain, Loader
@@ -62,53 +67,20 @@ class Row:
 
 
 class OpenedJudge:
-    """Reads the names once per object, resolves them in every chain that
-    loads the object, and adds findings to the run's collector."""
+    """Resolves each object's requests (read once per object: `requests`, by
+    real path) in every chain that loads the object, and adds findings to the
+    run's collector."""
 
-    def __init__(self, loader: Loader, findings: Findings, providers: dict[str, list[str]] | None = None,
-                 from_host: FromHost | None = None):
+    def __init__(self, loader: Loader, findings: Findings, requests: dict[str, list[dlopen.Request]],
+                 providers: dict[str, list[str]] | None = None, from_host: FromHost | None = None):
         self.loader = loader
         self.env = loader.env
         self.add = findings.add
         self.providers = providers or {}
         self.from_host = from_host if from_host is not None else FromHost()
-        self.bytes_scanned = 0
-        self.problems: list[tuple[str, str]] = []
-        self._requests: dict[str, list[dlopen.Request]] = {}
+        self._requests = requests
         self._rows: dict[tuple[str, str], Row] = {}
         self._searches: dict = {}  # pattern searches, shared by every chain
-
-    def read(self, objects: dict[str, ElfFile], names: dict | None = None) -> None:
-        """Take the names of many objects: those already read (`names`, from
-        a NameReader), and read the rest, big files in parallel."""
-        names = dict(names or {})
-        reader = NameReader()
-        for p in objects:
-            if p not in names and p not in self._requests:
-                reader.submit(p)
-        names.update(reader.results())
-        for path, got in names.items():
-            if path in objects and path not in self._requests:
-                self._store(path, objects[path], got)
-
-    def requests(self, path: str, elf: ElfFile) -> list[dlopen.Request]:
-        found = self._requests.get(path)
-        if found is None:
-            reader = NameReader(1)
-            reader.submit(path)
-            found = self._store(path, elf, reader.results()[path])
-        return found
-
-    def _store(self, path: str, elf: ElfFile, got) -> list[dlopen.Request]:
-        if isinstance(got, str):
-            self.problems.append((path, got))
-            got = ([], 0)
-        names, searched = got
-        self.bytes_scanned += searched
-        # A dlopen note that cannot be read leaves what the object declares unknown.
-        self.problems.extend((path, n.error) for n in names if isinstance(n, NoteEntry) and n.error)
-        found = self._requests[path] = dlopen.requests(elf, names, self.env.driver_libraries)
-        return found
 
     @property
     def rows(self) -> list[Row]:
@@ -119,7 +91,7 @@ class OpenedJudge:
         for obj in chain.objects:
             if obj.leaf:
                 continue
-            requests = self.requests(obj.real, obj.elf)
+            requests = self._requests[obj.real]  # read_opened reads every object of the chains
             if not requests:
                 continue
             if names is None:
@@ -219,16 +191,16 @@ def _named(request: dlopen.Request) -> str:
     return f"{request.name} (string{string} at offset {request.offset:#x})"
 
 
-def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, names: dict | None = None,
+def judge_opened(loader: Loader, resolved: Resolved, findings: Findings, opened: dlopen.Opened,
                  from_host: FromHost | None = None) -> OpenedJudge:
-    """Judge every chain; the judge keeps the rows for the listing. `names`:
-    what a NameReader already read, by path; `from_host` gathers the CUDA
-    libraries only the host provides, with the loading judge's."""
-    judge = OpenedJudge(loader, findings, resolved.providers, from_host)
-    judge.read({o.real: o.elf for c in resolved.chains for o in c.objects if not o.leaf}, names)
+    """Judge every chain; the judge keeps the rows for the listing.
+    `opened`: what dlopen.read_opened read of the chains' objects (a name
+    that could not be read is an invalid-elf finding); `from_host` gathers
+    the CUDA libraries only the host provides, with the loading judge's."""
+    judge = OpenedJudge(loader, findings, opened.requests, resolved.providers, from_host)
     for chain in resolved.chains:
         judge.judge(chain)
-    findings.invalid_elf(judge.problems)
+    findings.invalid_elf(opened.problems)
     return judge
 
 

@@ -5,6 +5,10 @@ one order answers and the other leaves to fail, is one entry of an
 import-order-differs finding per library: a warning when an order makes a
 load fail (a framework without its GPU libraries), information when both
 orders load, each another copy.
+
+Takes: the union Process and its reverse (loader/process.py). Gives:
+import-order-differs findings. A resolution the model kept no file for is
+still made real here (os.path.realpath; test_judges_read_nothing.py, LEFT).
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ imported together. The union process (loader/process.py) says which copy each
 need gets when they are, in its order: where that differs from the need's own
 framework alone, the finding lists it (`differs`), and `union` names the
 copies the union maps.
+
+Takes: loader/process.py's Processes (each framework's link map and the
+union's). Gives: duplicate-soname, duplicate-library-family and
+identical-library-copies findings. Copies are still hashed here to tell
+identical ones (test_judges_read_nothing.py, LEFT).
 """
 
 from __future__ import annotations

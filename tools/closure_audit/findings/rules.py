@@ -1,6 +1,9 @@
 """The catalogue of findings: stable rule ids, default severities, fields.
 
 docs/reference/rules.md describes each rule; tests check the two agree.
+
+Takes: nothing: it is the catalogue. Gives: RULES (Rule: id, default
+severity per mode, fields), Finding, has_error.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ _RULES = (
          "A framework's process maps a cuDNN or NCCL older than it was built against, or built for another CUDA major."),
     Rule("triton-libcuda-ldconfig", WARNING, None, ("variable", "driver_dirs"),
          "Triton in a Nix store path finds libcuda.so.1 with ldconfig -p, which fails on NixOS."),
+    Rule("triton-tool-missing", WARNING, WARNING, ("tool", "variable", "default"),
+         "Triton runs an NVIDIA tool (ptxas, ...) from its variable, else a default that is missing or cannot run."),
     Rule("duplicate-library-family", None, WARNING, ("family", "files", "sonames"),
          "Two copies of one CUDA library under different SONAMEs can be loaded in one process."),
     Rule("runpath-shadowable", None, INFO, ("needed", "host_path", "objects"),

@@ -11,6 +11,11 @@ alone), and a CUDA runtime of a newer major than the driver's does not run
 whatever its kernels. A build that is not built yet is judged from the capabilities its
 derivations request (drv/requested.py): no bytes to count, so its JIT cost
 is unknown.
+
+Takes: FileArchs (findings/gpu.py) of a candidate's files, or the
+capabilities its derivations request (drv/requested.py), the GPUs named and
+the driver. Gives: GpuVerdicts per GPU, Candidates ranked, and the
+configuration of the best, for ops/why_build.py.
 """
 
 from __future__ import annotations

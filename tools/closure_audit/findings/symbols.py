@@ -1,6 +1,11 @@
 """Judge what glibc checks once the files are found: the versions each
 need requires (symbol-version-missing) and, with `audit --symbols`, the
-undefined symbols of objects bound at load time (undefined-symbol)."""
+undefined symbols of objects bound at load time (undefined-symbol).
+
+Takes: loader/symbols.py's MissingVersion and Undefined records, and the
+tables that could not be read. Gives: symbol-version-missing,
+undefined-symbol and invalid-elf findings.
+"""
 
 from __future__ import annotations
 

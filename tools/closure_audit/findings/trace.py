@@ -2,8 +2,11 @@
 files, CUDA toolkit libraries from the host, a libcuda.so.1 that is not the
 host's driver, and where audit's model predicted another file.
 
-Records only: ops/trace.py gathered the objects, the tree's copies, the
-host's driver and audit's predictions."""
+Takes: ops/trace.py's Process records (what loader/ld_debug.py read of
+the real loader), the tree's copies, the host's driver and audit's
+predictions: records only. Gives: library-loaded-twice, cuda-library-host-*,
+driver-not-host-driver and trace-differs-from-audit findings.
+"""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from ..closure.evidence import scanner_for
 from ..closure.graph import Closure, load_dump
 from ..closure.reach import UNREACHED
 from ..closure.sizes import DominatorTree, dominator_tree, roots_closure_paths, roots_closure_size
-from ..closure.why import Explanation
-from ..findings.forbidden import forbidden_paths
+from ..closure.why import Explanation, explain
+from ..findings.forbidden import forbidden_findings, forbidden_matches
 from .budgets import Budget
 
 # Reads the closure of a target a budgets file names (commands/options.py closure_reader).
@@ -162,8 +162,10 @@ def check(subjects: list[Subject], policy: Policy, findings: Findings, all_chain
                 size, limit = format_apart(n, b.max_added_size)
                 findings.add("added-size-budget", p, f"{name_part(p)} adds {size} to {b.name}, over the {limit} "
                              "allowed for one path", target=b.name, added_size=n, limit=b.max_added_size)
-        r.explanations = forbidden_paths(closure, b.policy(policy), findings, added=added, all_chains=all_chains,
-                                         scanner=scanner_for(closure, progress), target=b.name)
+        # The evidence of each chain is read here, from the store or the cache; findings/ judges it.
+        explanations = explain(closure, forbidden_matches(closure, b.policy(policy)), all_chains,
+                               scanner_for(closure, progress))
+        r.explanations = forbidden_findings(explanations, added, findings, target=b.name)
         results.append(r)
     return results
 

@@ -1,9 +1,10 @@
 """What an object may open at run time, and which file glibc's dlopen would
 give it (docs/internals/loader.md#what-an-object-opens).
 
-The names come from the object's read-only data (elf/strings.py). Each
-becomes a request: the name the loader is asked for, the file names that may
-answer it, and its class (loader/libraries.py, OPENED_CLASSES):
+The names come from the object's read-only data (elf/strings.py), read once
+per object of the load chains (read_opened). Each becomes a request: the
+name the loader is asked for, the file names that may answer it, and its
+class (loader/libraries.py, OPENED_CLASSES):
 
 - a name the object also has in DT_NEEDED, or its own SONAME, is dropped:
   it is loaded before any code runs;
@@ -38,7 +39,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..elf.reader import ElfFile
-from ..elf.strings import NameString, NoteEntry
+from ..elf.strings import NameReader, NameString, NoteEntry
 from .libraries import GLIBC_FAMILY, OPENED_CLASSES, OWN_LOCATION
 from .environment import Environment, matches_any
 from .model import (ALREADY_LOADED, DEFAULT, DRIVER, NOT_FOUND, PATH, PRELOADED, Chain, LoadedObject, Loader,
@@ -173,6 +174,39 @@ def requests(elf: ElfFile, names: list[NameString | NoteEntry],
                                family=None, string=n.sonames[0], offset=n.offset, section=n.section,
                                fallbacks=tuple(f for soname in n.sonames for f in folded.get(soname, ())),
                                priority=n.priority, feature=n.feature, description=n.description))
+    return out
+
+
+@dataclass
+class Opened:
+    """What the objects of the load chains may open, read once per object."""
+
+    requests: dict[str, list[Request]]  # by the object's real path
+    problems: list[tuple[str, str]]  # (path, why its names, or a dlopen note of it, could not be read)
+    bytes_scanned: int  # of read-only data, searched for the names
+
+
+def read_opened(chains: list[Chain], names: dict | None = None, driver_libraries: tuple[str, ...] = ()) -> Opened:
+    """The requests of every object of `chains` that is not a leaf: from the
+    names already read (`names`: by path, as NameReader.results() gives
+    them, read beside the walk), the rest read here, big files in parallel."""
+    objects = {o.real: o.elf for c in chains for o in c.objects if not o.leaf}
+    got = {p: n for p, n in (names or {}).items() if p in objects}
+    reader = NameReader()
+    for path in objects:
+        if path not in got:
+            reader.submit(path)
+    got.update(reader.results())
+    out = Opened({}, [], 0)
+    for path, read in got.items():
+        if isinstance(read, str):
+            out.problems.append((path, read))
+            read = ([], 0)
+        found, searched = read
+        out.bytes_scanned += searched
+        # A dlopen note that cannot be read leaves what the object declares unknown.
+        out.problems.extend((path, n.error) for n in found if isinstance(n, NoteEntry) and n.error)
+        out.requests[path] = requests(objects[path], found, driver_libraries)
     return out
 
 

@@ -41,6 +41,7 @@ from .environment import matches_any
 from .libraries import CUDA_TOOLKIT_LIBRARIES, DRIVER_LIBRARIES, GLIBC_FAMILY
 from .model import ALREADY_LOADED, NOT_FOUND, Chain, LinkMap, LoadedObject, Loader, Resolution
 from .preloads import Preload, Preloads, site_dirs
+from .preloads.common import HostSearch
 
 
 # The Python tag and suffix of an extension module's file name.
@@ -109,6 +110,9 @@ class Process:
         if preload is not None and preload.opener is not None:
             return (f"{preload.framework} dlopens {preload.path} from {os.path.basename(preload.opener)} at "
                     f"{preload.trigger} ({preload.source}){through}")
+        if preload is not None and preload.host is not None:
+            return (f"{preload.framework} finds {root.path} in {preload.host.how} at {preload.trigger} "
+                    f"({preload.source}){through}")
         if preload is not None:
             return f"{preload.framework} loads {root.path} by path at {preload.trigger} ({preload.source}){through}"
         module = self.modules.get(id(root))
@@ -222,13 +226,14 @@ def _import(loader: Loader, proc: Process, name: str, packages: list[str],
             modules: dict[str, list[tuple[str, str, str]]], found: Preloads) -> None:
     """Import framework `name` into proc: its preloads, then each module
     after the preloads of its trigger."""
+    abi = _first_module(loader, packages, modules)
     for preload in found.preloads:
         if preload.package in packages and preload.module is None and preload.opener is None:
-            _preload(loader, proc, preload, name)
+            _preload(loader, proc, preload, name, abi)
     for stem, dotted, path in sorted(m for p in packages for m in modules.get(p, [])):
         for preload in found.preloads:
             if preload.package in packages and preload.module == stem:
-                _preload(loader, proc, preload, name)
+                _preload(loader, proc, preload, name, abi)
                 proc.triggered.setdefault(path, []).append(preload)
         elf = loader.candidate(path)[1]
         if elf is not None:
@@ -239,6 +244,16 @@ def _import(loader: Loader, proc: Process, name: str, packages: list[str],
     for preload in found.preloads:
         if preload.package in packages and preload.opener is not None:
             _open(loader, proc, preload, name)
+
+
+def _first_module(loader: Loader, packages: list[str], modules) -> LoadedObject | None:
+    """The framework's first module, as an object of no process: what a load
+    by name before any object is mapped takes its ABI and interpreter from."""
+    for _, _, path in sorted(m for p in packages for m in modules.get(p, [])):
+        elf = loader.candidate(path)[1]
+        if elf is not None:
+            return LoadedObject(path, path, elf, None)
+    return None
 
 
 def _open(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
@@ -287,18 +302,45 @@ def _load(loader: Loader, proc: Process, path: str, elf) -> Chain:
     return chain
 
 
-def _preload(loader: Loader, proc: Process, preload: Preload, name: str) -> None:
+def _preload(loader: Loader, proc: Process, preload: Preload, name: str, abi: LoadedObject | None = None) -> None:
     lm = proc.link_map
     if any(n in lm.by_name for n in preload.unless) or preload.along in proc.skipped:
         proc.skipped.add(preload.path)
         return  # cuda-pathfinder takes the copy already loaded, and loads nothing along with it
-    elf = loader.candidate(preload.path)[1]
+    path = preload.path if preload.host is None else _host_file(loader, preload.host, lm.objects[0] if lm.objects
+                                                                else abi)
+    elf = loader.candidate(path)[1] if path is not None else None
     if elf is None:
         return  # ctypes raises; the framework goes on without it
-    chain = _load(loader, proc, preload.path, elf)
+    chain = _load(loader, proc, path, elf)
     if chain.objects:
         proc.preloaded[id(chain.root)] = preload
         proc.imported_by[id(chain.root)] = name
+
+
+def _host_file(loader: Loader, host: HostSearch, root: LoadedObject | None) -> str | None:
+    """The file a HostSearch finds: by name in the default directories of
+    the process (`root`: an object of it, for its interpreter and ABI), or
+    under the CUDA Toolkit root of the first canary name found there
+    (`<root>/lib64/...`, `<root>/targets/<triple>/lib/...`: cuda-pathfinder's
+    `_derive_ctk_root_linux`)."""
+    if root is None:
+        return None
+    if not host.canary:
+        return loader.default_copy(host.sonames[0], root)
+    canary = next((c for c in map(lambda n: loader.default_copy(n, root), host.canary) if c), None)
+    lib_dir = os.path.dirname(canary) if canary else ""
+    if os.path.basename(lib_dir) not in ("lib64", "lib"):
+        return None
+    ctk = os.path.dirname(lib_dir)
+    if os.path.basename(os.path.dirname(ctk)) == "targets":
+        ctk = os.path.dirname(os.path.dirname(ctk))
+    for rel in host.anchors:
+        names = loader.listing(os.path.join(ctk, rel)) or ()
+        hit = next((s for s in host.sonames if s in names), None)
+        if hit is not None:
+            return os.path.join(ctk, rel, hit)
+    return None
 
 
 def first_load(processes: list[Process], file: str, name: str, inside) -> tuple[Process, Need] | None:

@@ -7,8 +7,9 @@ from collections import namedtuple
 from contextlib import nullcontext
 
 from ..closure.diff import diff
-from ..closure.sizes import roots_closure_size
-from ..findings.forbidden import forbidden_matches, forbidden_paths
+from ..closure.sizes import added_sizes_of, roots_closure_size
+from ..closure.why import explain
+from ..findings.forbidden import forbidden_findings, forbidden_matches
 from ..findings.collector import Findings
 from . import result_type
 from ..modes import NIX_STORE
@@ -27,8 +28,9 @@ def run(options: Options, progress=nullcontext) -> Result:
     packages = diff(old, new)
     # Only what the new closure brings: a forbidden path the old one had is not news.
     findings = Findings(policy, NIX_STORE)
+    matches = forbidden_matches(new, policy, exclude=forbidden_matches(old, policy))
     with progress() as shown:
-        explanations = forbidden_paths(new, policy, findings, exclude=forbidden_matches(old, policy),
-                                       progress=shown)
+        explanations = explain(new, matches, progress=shown)
+    forbidden_findings(explanations, added_sizes_of(new, list(matches)) if matches else {}, findings)
     return Result(old, new, packages, findings.sorted(), explanations, roots_closure_size(old),
                   roots_closure_size(new))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..closure.evidence import scanner_for
 from ..gate.checks import check, subject
 from ..closure.sizes import added_sizes, dominator_tree
-from ..findings.forbidden import forbidden_paths
+from ..closure.why import explain
+from ..findings.forbidden import forbidden_findings, forbidden_matches
 from ..findings.collector import Findings
 from . import result_type
 from ..modes import NIX_STORE
@@ -32,5 +32,5 @@ def run(options: Options) -> Result:
         return Result(closure, options.budget, findings.sorted(), gate=results, page=options.page)
     tree = dominator_tree(closure)
     added = added_sizes(closure, tree)
-    forbidden_paths(closure, policy, findings, added=added, scanner=scanner_for(closure))
+    forbidden_findings(explain(closure, forbidden_matches(closure, policy)), added, findings)
     return Result(closure, None, findings.sorted(), tree=tree, added=added, page=options.page)

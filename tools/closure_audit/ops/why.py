@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from ..closure.evidence import scanner_for
 from ..closure.sizes import added_sizes_of
 from ..closure.why import explain, matching
-from ..findings.forbidden import forbidden_matches, forbidden_paths
+from ..findings.forbidden import forbidden_findings, forbidden_matches
 from ..findings.collector import Findings
 from ..findings.rules import has_error
 from ..nix.storepath import name_part
@@ -38,9 +38,7 @@ def run(options: Options, progress=nullcontext) -> Result:
     findings = Findings(policy, NIX_STORE)
     with progress() as shown:
         scanner = scanner_for(closure, shown)
-        if options.patterns:
-            explanations = explain(closure, matches, options.all_chains, scanner)
-        else:
-            explanations = forbidden_paths(closure, policy, findings, added=added, all_chains=options.all_chains,
-                                           scanner=scanner)
+        explanations = explain(closure, matches, options.all_chains, scanner)
+    if not options.patterns:
+        forbidden_findings(explanations, added, findings)
     return Result(closure, explanations, findings.sorted(), added, scanner.bytes_scanned, bool(options.patterns))

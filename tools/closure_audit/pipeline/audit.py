@@ -18,7 +18,7 @@ from ..elf.releases import Releases, read_builds
 from ..findings.agree import judge_builds, judge_pairs
 from ..findings.collector import Findings
 from ..findings.dists import judge_claims
-from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda
+from ..findings.gpu_init import judge_gpu_init, judge_provider_loads, judge_triton_libcuda, judge_triton_tools
 from ..findings.orders import judge_orders
 from ..findings.loading import FromHost, judge_loading, plugins
 from ..findings.opened import judge_opened
@@ -30,8 +30,9 @@ from ..loader import model as ld
 from ..loader.environment import Environment, default_host_dirs
 from ..loader import symbols as sym
 from ..loader.chains import resolve
+from ..loader.dlopen import read_opened
 from ..loader.preloads import read_preloads, site_dirs
-from ..loader.preloads.triton import libcuda_search
+from ..loader.preloads.triton import libcuda_search, tools as triton_tools
 from ..loader.process import UNION, build_processes
 from ..modes import TREE, Mode
 from ..nix.storepath import store_dir
@@ -139,13 +140,17 @@ def _judged(policy, progress, closure, host_root, symbols, import_order, walked,
         installed = installed_files(dists)
     else:
         judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
+    judge_triton_tools(triton_tools(site_dirs(env.tree_roots)), env, findings)
     read = names.results()
     for path, elf in walked.scan.elf.items():
         if path not in read and not os.path.isfile(path):  # a wheel's member
             read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
+    # What every object of the chains may open: the names read above, and
+    # those of objects outside the targets (a closure's other store paths) now.
+    opened_read = read_opened(resolved.chains, read, env.driver_libraries)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
-    opened = judge_opened(loader, resolved, findings, read, from_host)
+    opened = judge_opened(loader, resolved, findings, opened_read, from_host)
     judge_loading(loader, resolved, findings, from_host, plugins(resolved, opened.rows, loader))
     from_host.report(findings)
     releases = Releases(dists)
@@ -159,13 +164,18 @@ def _judged(policy, progress, closure, host_root, symbols, import_order, walked,
     check_symbols(loader, resolved.chains, walked, findings, symbols, [p.link_map for p in processes])
     explanations = []
     if closure is not None:
-        from ..findings.forbidden import forbidden_paths  # numpy and igraph: only for a closure
+        # numpy and igraph: only for a closure
+        from ..closure.sizes import added_sizes_of
+        from ..closure.why import explain
+        from ..findings.forbidden import forbidden_findings, forbidden_matches
 
-        explanations = forbidden_paths(closure, policy, findings, progress=progress)
+        matches = forbidden_matches(closure, policy)
+        explanations = forbidden_findings(explain(closure, matches, progress=progress),
+                                          added_sizes_of(closure, list(matches)) if matches else {}, findings)
     report = Report(targets=walked.targets, mode=walked.mode, env=env, files=walked.scan.files,
                     elf_files=len(walked.scan.elf), entry_points=resolved.entry_points, findings=findings.sorted(),
                     skipped_links=walked.scan.skipped_links, opened=opened.rows,
-                    bytes_scanned=opened.bytes_scanned, chains=resolved.chains, explanations=explanations,
+                    bytes_scanned=opened_read.bytes_scanned, chains=resolved.chains, explanations=explanations,
                     processes=processes)
     return report, loader
 

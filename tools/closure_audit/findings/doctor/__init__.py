@@ -13,6 +13,9 @@ nothing here reads the disk.
 One module a concern: facts.py (what the doctor takes and gives), page.py
 (a check's line and its finding), driver.py, runtime.py and gpus.py (the
 checks), fixes.py (the fixes several checks offer).
+
+Takes: host/probe.py's Host and each target's TargetFacts (facts.py).
+Gives: the Checks (doctor's page) and their findings on the collector.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """The driver checks: the host's kind, the driver library the target would
 load (through a driver directory in its runpath in a Nix store, the host's
-directories in a tree), and the user-space driver against the kernel module."""
+directories in a tree), and the user-space driver against the kernel module.
+
+Takes: the Page (page.py) with the Host, a target's TargetFacts. Gives: the
+host-kind, driver-library and kernel-module checks on the page.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
-"""What the doctor takes (TargetFacts, read and resolved by the audit;
-ops/doctor.py gathers them) and gives (a Check a line, with its Fixes)."""
+"""The doctor's records.
+
+Takes: what the audit read and resolved of a target, gathered by
+ops/doctor.py into TargetFacts (its DriverUse, the CUDA runtime it needs,
+its kernels). Gives: a Check a line, with its Fixes.
+"""
 
 from __future__ import annotations
 

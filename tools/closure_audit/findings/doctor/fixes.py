@@ -1,5 +1,9 @@
 """The fixes more than one check offers: getting a driver onto this host,
-and what a pip tree installs for a CUDA release."""
+and what a pip tree installs for a CUDA release.
+
+Takes: the Host, a driver version or a CUDA release. Gives: Fixes (and
+the pip line for a release) that checks offer.
+"""
 
 from __future__ import annotations
 

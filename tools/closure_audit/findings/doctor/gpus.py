@@ -1,5 +1,10 @@
 """The GPU checks: the GPUs this host has, and on each whether the target's
-GPU code runs (a cubin for it, PTX to JIT-compile, or nothing)."""
+GPU code runs (a cubin for it, PTX to JIT-compile, or nothing).
+
+Takes: the Page with the Host's GPUs, a target's TargetFacts (its
+kernels). Gives: the GPU checks on the page (findings/gpu.py's verdict
+per GPU).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """A check's line, and with a rule the finding beside it, whose severity
-(after the policy) is the line's status."""
+(after the policy) is the line's status.
+
+Takes: the Host, the collector, a CUDA Need. Gives: Page, where each
+check adds its line and, with a rule, its finding.
+"""
 
 from __future__ import annotations
 

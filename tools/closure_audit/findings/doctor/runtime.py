@@ -1,5 +1,10 @@
 """The CUDA runtime check: the release the target needs (each piece of
-evidence) against the driver, and the fixes when the driver is too old."""
+evidence) against the driver, and the fixes when the driver is too old.
+
+Takes: the Page, a target's TargetFacts (the CUDA runtime it needs,
+cuda/release.py) and the driver's version. Gives: the CUDA runtime check on
+the page, with its fixes.
+"""
 
 from __future__ import annotations
 

@@ -13,10 +13,13 @@ adding its module to FRAMEWORKS (and its test).
 - NVIDIA's cuda-bindings: its _internal wrappers' first call, through
   cuda-pathfinder (NVRTC and its builtins, nvJitLink, ...);
 - TensorFlow: what its framework library dlopens by name at GPU initialisation;
-- Triton's profiler: the CUPTI bundled under triton/backends/nvidia/lib/cupti;
+- Triton's profiler: the CUPTI directory of its knob (bundled under
+  triton/backends/nvidia/lib/cupti), and the tools its compiler runs;
 - ONNX Runtime GPU: what onnxruntime.preload_dlls() loads by path, then its
   CUDA provider library, loaded by path for a CUDA session;
-- numba-cuda: NVRTC and NVVM through cuda-pathfinder at its first compile.
+- numba-cuda: NVVM and NVRTC through cuda-pathfinder at its first compile
+  (cuda-pathfinder's host fallbacks where the wheels hold neither: they and
+  cuda-bindings' use Pathfinder.plan).
 
 A file whose shape is not the one read here gives no preloads and a note
 saying so: the audit then judges as without that framework's help.

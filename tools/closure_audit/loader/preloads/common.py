@@ -16,6 +16,24 @@ Listing = Callable[[str], "frozenset[str] | None"]
 
 
 @dataclass(frozen=True)
+class HostSearch:
+    """How a framework finds a library on the host when the tree holds none
+    (cuda-pathfinder's fallbacks): by name through the interpreter's default
+    search (the host's directories; LD_LIBRARY_PATH is not modelled), or,
+    with `canary`, under the CUDA Toolkit root the host's file of a canary
+    library implies (`<root>/lib64/libcudart.so.13`: `<root>`), in each of
+    `anchors` for each of `sonames`."""
+
+    sonames: tuple[str, ...]  # in preference order
+    canary: tuple[str, ...] = ()  # the canary's sonames, in order; (): a load by name
+    anchors: tuple[str, ...] = ()  # root-relative directories
+
+    @property
+    def how(self) -> str:
+        return "the CUDA Toolkit root of the host's " + self.canary[0] if self.canary else "the host's directories"
+
+
+@dataclass(frozen=True)
 class Preload:
     """One file a framework loads by path at a named point of an import."""
 
@@ -32,6 +50,8 @@ class Preload:
     # Loaded only together with this earlier preload (its path): NVRTC's builtins go with
     # pathfinder's NVRTC, and an NVRTC already loaded is taken as it is, builtins left to it.
     along: str | None = None
+    # Found on the host, not by path: `path` is then the first name it asks for.
+    host: HostSearch | None = None
 
 
 @dataclass

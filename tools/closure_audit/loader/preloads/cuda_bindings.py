@@ -11,7 +11,10 @@ whose name is a pathfinder catalog entry's (case aside: nvjitlink is
 nvJitLink) and whose bytes name `load_nvidia_dynamic_lib` (the driver's
 and the runtime's wrappers dlopen by name, without pathfinder, and are not
 catalog entries). The load is modelled before the wrapper's import, as
-what the process has mapped once it is first used.
+what the process has mapped once it is first used; where the site
+directories hold no file of it, cuda-pathfinder's host fallbacks
+(Pathfinder.plan). cuda-core's Program and Linker reach these wrappers
+through a probe call, and take a library pathfinder finds nowhere as absent.
 """
 
 from __future__ import annotations
@@ -44,9 +47,9 @@ def read(sites: list[str], listing: Listing, out: Preloads) -> None:
             continue
         source = f"{finder.source}, called from {INTERNAL}/{file}"
         trigger = f"the first call into cuda.bindings' {m[1]}"
-        for path, unless, along in finder.load(name, listing):
+        for path, unless, along, host in finder.plan(name, listing):
             out.preloads.append(Preload("cuda-pathfinder", source, trigger, "cuda", f"{INTERNAL}/{m[1]}", path,
-                                        unless, along=along))
+                                        unless, along=along, host=host))
 
 
 def _calls_pathfinder(path: str) -> bool:

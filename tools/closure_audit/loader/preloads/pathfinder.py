@@ -7,13 +7,15 @@ import ast
 import os
 from dataclasses import dataclass
 
-from .common import Listing, definitions, function, literal, match, parse, strings
+from .common import HostSearch, Listing, definitions, function, literal, match, parse, strings
 
 @dataclass(frozen=True)
 class Descriptor:
     sonames: tuple[str, ...]  # in preference order
     dirs: tuple[str, ...]  # site-relative, in order
     deps: tuple[str, ...]
+    anchors: tuple[str, ...] = ()  # under a CUDA Toolkit root (anchor_rel_dirs_linux)
+    canary: tuple[str, ...] = ()  # catalog names whose host copy gives that root (ctk_root_canary_anchor_libnames)
 
 
 class Pathfinder:
@@ -69,6 +71,32 @@ class Pathfinder:
                     out.append((sibling, ("libnvrtc-builtins.so.13.0",), path))
         return out
 
+    def plan(self, name: str, listing: Listing) -> list[tuple[str, tuple[str, ...], str | None, HostSearch | None]]:
+        """`load` and, where the site directories hold no file of `name`
+        itself, its `fallback` searches of the host: (file or first name,
+        unless, along, the host search or None), in order."""
+        loads = [(path, unless, along, None) for path, unless, along in self.load(name, listing)]
+        key = next((n for n in self.catalog if n.lower() == name.lower()), name)
+        desc = self.catalog.get(key)
+        if desc is None or any(os.path.basename(p) in desc.sonames for p, *_ in loads):
+            return loads
+        return loads + [(host.sonames[0], desc.sonames, None, host) for host in self.fallback(key)]
+
+    def fallback(self, name: str) -> list[HostSearch]:
+        """Where `load_nvidia_dynamic_lib(name)` looks once the site
+        directories hold none of its files (1.9's `_load_lib_no_cache`), in
+        order: each soname by name through the default search, then (with
+        CUDA_PATH, CUDA_HOME and CONDA_PREFIX unset, as an audit takes the
+        environment) under the CUDA Toolkit root its canary's host copy gives."""
+        desc = self.catalog.get(name)
+        if desc is None:
+            return []
+        out = [HostSearch((s,)) for s in desc.sonames]
+        canary = tuple(s for c in desc.canary for s in (self.catalog[c].sonames if c in self.catalog else ()))
+        if canary and desc.anchors:
+            out.append(HostSearch(desc.sonames, canary, desc.anchors))
+        return out
+
     def _find(self, name: str, desc: Descriptor, listing: Listing) -> str | None:
         for rel in desc.dirs:
             directory = os.path.join(self.site, rel)
@@ -89,6 +117,8 @@ def _catalog_descriptors(path: str) -> dict[str, Descriptor] | None:
     tree = parse(path)
     if tree is None:
         return None
+    defaults = _spec_defaults(tree)
+    canaries = _names(os.path.join(os.path.dirname(os.path.dirname(path)), "_utils", "ctk_root_canary.py"))
     for node in tree.body:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
@@ -104,10 +134,30 @@ def _catalog_descriptors(path: str) -> dict[str, Descriptor] | None:
             kw = {k.arg: literal(k.value) for k in call.keywords}
             name = kw.get("name")
             if isinstance(name, str) and strings(kw.get("linux_sonames")):
+                canary = next((k.value for k in call.keywords if k.arg == "ctk_root_canary_anchor_libnames"), None)
+                canary = strings(canaries.get(canary.id) if isinstance(canary, ast.Name) else literal(canary))
+                anchors = strings(kw["anchor_rel_dirs_linux"]) if "anchor_rel_dirs_linux" in kw else defaults
                 out[name] = Descriptor(strings(kw.get("linux_sonames")), strings(kw.get("site_packages_linux")),
-                                       strings(kw.get("dependencies")) + strings(kw.get("optional_dependencies")))
+                                       strings(kw.get("dependencies")) + strings(kw.get("optional_dependencies")),
+                                       anchors, canary)
         return out or None
     return None
+
+
+def _spec_defaults(tree: ast.Module) -> tuple[str, ...]:
+    """DescriptorSpec's default anchor_rel_dirs_linux."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and node.target.id == "anchor_rel_dirs_linux"):
+            return strings(literal(node.value))
+    return ()
+
+
+def _names(path: str) -> dict:
+    """Module-level NAME = literal of a Python file."""
+    tree = parse(path)
+    return {t.id: literal(n.value) for n in (tree.body if tree is not None else ()) if isinstance(n, ast.Assign)
+            for t in n.targets if isinstance(t, ast.Name)}
 
 
 def _catalog_tables(path: str) -> dict[str, Descriptor] | None:
