@@ -135,3 +135,18 @@ def test_shared_paths_and_releases_agree_with_every_row_indexed(tmp_path):
     installed = installed_files([(str(site), dists)])
     assert bool(installed) and installed.get("libtool.so") == [(dists[1], str(tool))]
     assert sorted(installed) == sorted(dict(installed.items()))
+
+
+def test_without_a_process_to_fork_the_records_are_read_when_asked(tmp_path, monkeypatch):
+    site = tmp_path / "site-packages"
+    write_dist(site, "pkg", ROWS)
+
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refused)
+    prefetched = Prefetched([str(site)])
+    assert prefetched.take() == {}
+    prefetched.close()
+    with reused(prefetched.take()):
+        assert [fields(d) for d in read_distributions(str(site))] == [fields(d) for d in read_distributions(str(site))]

@@ -161,3 +161,23 @@ def test_names_read_from_a_file_without_section_table_match_the_mapping(tmp_path
     names, searched = read_names(str(bare))
     assert searched == len(data)
     assert [n for n in names if isinstance(n, strings.NameString)] == names_in(bytes(data), 0, len(data), "(whole file)")
+
+
+def test_without_a_process_to_fork_the_names_are_read_here(monkeypatch):
+    """fork failing (EAGAIN where processes run out): every file read in this
+    process, the same results, no descriptor left open."""
+    libs = host_libraries(5)
+    want = {p: read_names_or_error(p) for p in libs}
+
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    fds = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(strings, "BIG", 1)
+    monkeypatch.setattr(os, "fork", refused)
+    reader = NameReader(workers=4)
+    for p in libs:
+        reader.submit(p)
+    assert not reader._workers and all(w is None for w in reader._pending.values())
+    assert reader.results() == want
+    assert len(os.listdir("/proc/self/fd")) == fds

@@ -84,19 +84,27 @@ def reused(read: dict[str, Distribution] | None = None):
 
 class Prefetched:
     """The distributions of some sites, read by a forked process
-    (elf/forked.py) while this one walks the tree; take() waits for them."""
+    (elf/forked.py) while this one walks the tree; take() waits for them
+    (none where no process could be forked: they are then read when asked)."""
 
     def __init__(self, sites: list[str]):
-        self._fork = Forked(lambda _: [(d.name, d.version, d.dist_info, d.files, d.sizes, sorted(d.requires),
-                                        d.minimums, d.outside) for site in sites for d in read_distributions(site)])
+        try:
+            self._fork = Forked(lambda _: [(d.name, d.version, d.dist_info, d.files, d.sizes, sorted(d.requires),
+                                            d.minimums, d.outside) for site in sites for d in read_distributions(site)])
+        except OSError:
+            self._fork = None
+            return
         self._fork.finish()
 
     def take(self) -> dict[str, Distribution]:
         """dist-info directory -> its distribution."""
+        if self._fork is None:
+            return {}
         return {row[2]: Distribution(*row[:5], set(row[5]), *row[6:]) for row in self._fork.result()}
 
     def close(self) -> None:
-        self._fork.kill()
+        if self._fork is not None:
+            self._fork.kill()
 
 
 def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribution]:

@@ -30,7 +30,12 @@ class Forked:
     def __init__(self, work: Callable[[Iterator[bytes]], object], others: tuple[int, ...] = ()):
         tasks_r, self._tasks = os.pipe()
         self._results, results_w = os.pipe()
-        self.pid = os.fork()
+        try:
+            self.pid = os.fork()
+        except OSError:  # no process to be had (EAGAIN, ENOMEM): the caller does the work itself
+            for fd in (tasks_r, self._tasks, self._results, results_w):
+                os.close(fd)
+            raise
         if self.pid == 0:  # the child: never returns
             for fd in (self._tasks, self._results, *others):
                 os.close(fd)

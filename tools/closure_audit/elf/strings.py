@@ -327,16 +327,24 @@ class NameReader:
                 size = 0
             if self._workers or self._here + size >= BIG:
                 worker = self._least_loaded()
+            if worker is not None:
                 self._queued[worker] += size
                 self._workers[worker].send(os.fsencode(path))
             else:
                 self._here += size
         self._pending[path] = worker
 
-    def _least_loaded(self) -> int:
+    def _least_loaded(self) -> int | None:
+        """The worker to send a file to, forked first where all have plenty;
+        None when no process can be forked (the files are then read here)."""
         if len(self._workers) < min(self.workers - 1, MAX_WORKERS) and all(q >= BIG for q in self._queued):
-            self._workers.append(Forked(_read_each, tuple(fd for w in self._workers for fd in w.fds())))
-            self._queued.append(0)
+            try:
+                self._workers.append(Forked(_read_each, tuple(fd for w in self._workers for fd in w.fds())))
+                self._queued.append(0)
+            except OSError:
+                self.workers = len(self._workers) + 1  # no more tries
+                if not self._workers:
+                    return None
         return min(range(len(self._workers)), key=self._queued.__getitem__)
 
     def results(self) -> dict[str, tuple[list[NameString], int] | str]:
