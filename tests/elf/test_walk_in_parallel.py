@@ -181,3 +181,35 @@ def test_without_a_process_to_fork_the_names_are_read_here(monkeypatch):
     assert not reader._workers and all(w is None for w in reader._pending.values())
     assert reader.results() == want
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_the_audit_process_reads_what_no_worker_has_started(monkeypatch):
+    """A worker held still (SIGSTOP) while the results are asked for: this
+    process reads the files it has not taken, from the last one back, and
+    the results are those of every file read here."""
+    import signal
+    import threading
+
+    libs = host_libraries(8)
+    want = {p: read_names_or_error(p) for p in libs}
+    monkeypatch.setattr(strings, "BIG", 1)
+    reader = NameReader(workers=2)
+    reader.submit(libs[0])
+    (worker,) = reader._workers
+    os.kill(worker.pid, signal.SIGSTOP)
+    for p in libs[1:]:
+        reader.submit(p)
+    taken = reader._taken
+
+    def resume_once_taken():
+        while not all(taken[i] for i in range(len(libs))):
+            threading.Event().wait(0.01)
+        os.kill(worker.pid, signal.SIGCONT)
+
+    threading.Thread(target=resume_once_taken, daemon=True).start()
+    by_main = []
+    original = strings.read_names_or_error
+    monkeypatch.setattr(strings, "read_names_or_error", lambda p: by_main.append(p) or original(p))
+    assert reader.results() == want
+    assert by_main[:len(libs) - 1] == libs[:0:-1]  # all but perhaps the first, from the last back
+    assert no_children_left()

@@ -285,6 +285,7 @@ def names_read(fd: int, start: int, end: int, section: str, chunk: int = CHUNK) 
 
 BIG = 4 << 20  # files from this size on are read by worker processes, when there are CPUs for them
 MAX_WORKERS = 8
+TAKEN = 1 << 20  # files sent to workers that this process may take back (a page of shared memory per 4,096)
 
 
 def read_names_or_error(path: str) -> tuple[list[NameString], int] | str:
@@ -303,11 +304,15 @@ class NameReader:
     A worker is a fork of this process (elf/forked.py) that reads paths from
     a pipe and sends back every result at once when the pipe closes: a
     process pool (its manager thread, a queue, a pickled message per file)
-    cost the walk more CPU than the small files it would take off it. With `workers` CPUs,
-    up to `workers - 1` are forked (this process, walking, is the last), the
-    first once BIG bytes are to be read; each file then goes to the worker
-    with the fewest bytes to read. Files found before that are read here when
-    the results are asked for."""
+    cost the walk more CPU than the small files it would take off it. With
+    `workers` CPUs, up to `workers - 1` are forked (this process, walking, is
+    the last), the first once BIG bytes are to be read; each file then goes to
+    the worker with the fewest bytes to read. Files found before that are read
+    here when the results are asked for; then this process, which would
+    otherwise wait, reads the files sent that no worker has started, from the
+    last one back. A byte per file in memory shared with the workers says who
+    took it; where both took one at the same moment, both read it, and the
+    results are the same."""
 
     def __init__(self, workers: int | None = None):
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
@@ -315,6 +320,8 @@ class NameReader:
         self._workers: list[Forked] = []
         self._queued: list[int] = []  # bytes sent to each worker
         self._here = 0  # bytes to read here
+        self._sent: list[str] = []  # the paths sent to workers, in order: their index in _taken
+        self._taken: mmap.mmap | None = None  # per path sent: 0 free, 1 a worker's, 2 this process's
 
     def submit(self, path: str) -> None:
         if path in self._pending:
@@ -329,7 +336,8 @@ class NameReader:
                 worker = self._least_loaded()
             if worker is not None:
                 self._queued[worker] += size
-                self._workers[worker].send(os.fsencode(path))
+                self._workers[worker].send(b"%d:" % len(self._sent) + os.fsencode(path))
+                self._sent.append(path)
             else:
                 self._here += size
         self._pending[path] = worker
@@ -338,8 +346,12 @@ class NameReader:
         """The worker to send a file to, forked first where all have plenty;
         None when no process can be forked (the files are then read here)."""
         if len(self._workers) < min(self.workers - 1, MAX_WORKERS) and all(q >= BIG for q in self._queued):
+            if self._taken is None:
+                self._taken = mmap.mmap(-1, TAKEN)  # anonymous, shared with the forks
+            taken = self._taken
             try:
-                self._workers.append(Forked(_read_each, tuple(fd for w in self._workers for fd in w.fds())))
+                self._workers.append(Forked(lambda items: _read_each(items, taken),
+                                            tuple(fd for w in self._workers for fd in w.fds())))
                 self._queued.append(0)
             except OSError:
                 self.workers = len(self._workers) + 1  # no more tries
@@ -353,10 +365,15 @@ class NameReader:
             for w in self._workers:
                 w.finish()
             out = {p: read_names_or_error(p) for p, w in self._pending.items() if w is None}
+            helped = {}
+            for i in range(min(len(self._sent), TAKEN) - 1, -1, -1):
+                if not self._taken[i]:
+                    self._taken[i] = 2
+                    helped[self._sent[i]] = read_names_or_error(self._sent[i])
             read = [w.result() for w in self._workers]
             for p, w in self._pending.items():
                 if w is not None:
-                    out[p] = _decoded(read[w][p])
+                    out[p] = helped[p] if p in helped else _decoded(read[w][p])
         finally:
             self.close()
         return out
@@ -365,6 +382,9 @@ class NameReader:
         for w in self._workers:
             w.kill()
         self._workers, self._queued = [], []
+        if self._taken is not None:
+            self._taken.close()
+            self._taken = None
 
 
 def _encoded(got):
@@ -385,6 +405,17 @@ def _decoded(got):
                       error=n[6]) for n in names], searched
 
 
-def _read_each(paths) -> dict:
-    """A worker's work: path -> its result, encoded."""
-    return {os.fsdecode(p): _encoded(read_names_or_error(os.fsdecode(p))) for p in paths}
+def _read_each(items, taken) -> dict:
+    """A worker's work: path -> its result, encoded, for each path sent
+    ("INDEX:PATH") that no other process has taken."""
+    out = {}
+    for item in items:
+        index, _, raw = item.partition(b":")
+        i = int(index)
+        if i < len(taken):
+            if taken[i]:
+                continue
+            taken[i] = 1
+        path = os.fsdecode(raw)
+        out[path] = _encoded(read_names_or_error(path))
+    return out
