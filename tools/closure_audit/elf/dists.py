@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
+import io
 import os
 import re
+from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from .forked import Forked
 
 
 @dataclass
@@ -29,6 +33,8 @@ class Distribution:
     requires: set[str] = field(default_factory=set)  # normalized names of Requires-Dist
     # normalized name -> the lowest version a Requires-Dist allows (==, ~=, >=): torch pins the cuDNN it was built with
     minimums: dict[str, str] = field(default_factory=dict)
+    # the paths of `files` that are not under the site: ../../bin/x, absolute ones, the site itself (".")
+    outside: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -58,6 +64,49 @@ def cuda_major(dist: Distribution) -> str | None:
     return None
 
 
+_READ: dict[str, Distribution] | None = None  # dist-info directory -> what it says, while reused()
+
+
+@contextmanager
+def reused(read: dict[str, Distribution] | None = None):
+    """Within this block each dist-info directory is read once, however many
+    readers ask (an audit's preload readers, then its judges): their RECORDs
+    hold tens of thousands of rows. `read`: what was read already, by
+    directory (Prefetched.take). Outside it, every call reads the files."""
+    global _READ
+    outer = _READ
+    _READ = dict(outer or {}, **(read or {}))
+    try:
+        yield
+    finally:
+        _READ = outer
+
+
+class Prefetched:
+    """The distributions of some sites, read by a forked process
+    (elf/forked.py) while this one walks the tree; take() waits for them
+    (none where no process could be forked: they are then read when asked)."""
+
+    def __init__(self, sites: list[str]):
+        try:
+            self._fork = Forked(lambda _: [(d.name, d.version, d.dist_info, d.files, d.sizes, sorted(d.requires),
+                                            d.minimums, d.outside) for site in sites for d in read_distributions(site)])
+        except OSError:
+            self._fork = None
+            return
+        self._fork.finish()
+
+    def take(self) -> dict[str, Distribution]:
+        """dist-info directory -> its distribution."""
+        if self._fork is None:
+            return {}
+        return {row[2]: Distribution(*row[:5], set(row[5]), *row[6:]) for row in self._fork.result()}
+
+    def close(self) -> None:
+        if self._fork is not None:
+            self._fork.kill()
+
+
 def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribution]:
     """Every distribution of `site`, by the name of its dist-info directory
     (with `keys`, only those whose directory names one of these normalized names)."""
@@ -72,9 +121,13 @@ def read_distributions(site: str, keys: set[str] | None = None) -> list[Distribu
         name, _, version = stem.partition("-")
         if keys is not None and normalize(name) not in keys:
             continue
-        dist = Distribution(name, version, directory)
-        _metadata(dist, os.path.join(directory, "METADATA"))
-        _record(dist, os.path.join(directory, "RECORD"), site)
+        dist = _READ.get(directory) if _READ is not None else None
+        if dist is None:
+            dist = Distribution(name, version, directory)
+            _metadata(dist, os.path.join(directory, "METADATA"))
+            _record(dist, os.path.join(directory, "RECORD"), site)
+            if _READ is not None:
+                _READ[directory] = dist
         out.append(dist)
     return out
 
@@ -103,7 +156,16 @@ def _metadata(dist: Distribution, path: str) -> None:
 def _record(dist: Distribution, path: str, site: str) -> None:
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            rows = list(csv.reader(f))
+            text = f.read()
+        lines = text.split("\n")
+        if ('"' in text or "\r" in text or "\0" in text
+                or len(text) > _FIELD_LIMIT and max(map(len, lines)) > _FIELD_LIMIT):
+            rows = list(csv.reader(io.StringIO(text, newline="")))
+        else:
+            # Without quotes, carriage returns, NULs or overlong lines, a CSV row is
+            # its line split at every comma, as csv reads it (an empty line: a row of
+            # one empty field, skipped below as csv's empty row is).
+            rows = [line.split(",") for line in lines]
     except (OSError, csv.Error):
         return
     for row in rows:
@@ -113,12 +175,15 @@ def _record(dist: Distribution, path: str, site: str) -> None:
         rel = row[0]
         if "/." in rel or "//" in rel or rel.startswith((".", "/")) or rel.endswith("/"):
             rel = os.path.normpath(rel)  # most rows are already what normpath gives
+        if rel.startswith(("../", "/")) or rel in ("..", "."):
+            dist.outside.append(rel)
         digest = row[1] if len(row) > 1 else ""
         dist.files[rel] = digest[7:] if digest.startswith("sha256=") and _DIGEST.fullmatch(digest, 7) else None
         if len(row) > 2 and row[2].isdigit():
             dist.sizes[rel] = int(row[2])
 
 
+_FIELD_LIMIT = csv.field_size_limit()
 _DIGEST = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes in urlsafe base64, unpadded
 
 
@@ -127,6 +192,8 @@ _HASHED: dict[tuple, str] = {}  # (path, inode, size, mtime): cuDNN's files are 
 
 def sha256(path: str) -> str | None:
     """The file's SHA-256 (hex), or None where it cannot be read."""
+    import hashlib  # OpenSSL's start-up: only for the few files sizes leave open
+
     h = hashlib.sha256()
     try:
         with open(path, "rb") as f:
@@ -147,13 +214,16 @@ def record_digest(hexdigest: str | None) -> str | None:
     return None if hexdigest is None else base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
 
 
-def owners(dists: list[Distribution]) -> dict[str, list[Distribution]]:
-    """Site-relative path -> every distribution whose RECORD claims it."""
-    out: dict[str, list[Distribution]] = {}
+def shared_paths(dists: list[Distribution]) -> list[tuple[str, list[Distribution]]]:
+    """(site-relative path, every distribution whose RECORD claims it) for
+    the paths two or more claim, in the order of the paths: found with set
+    operations over the RECORDs, not a list of owners per row."""
+    seen: set[str] = set()
+    shared: set[str] = set()
     for d in dists:
-        for rel in d.files:
-            out.setdefault(rel, []).append(d)
-    return out
+        shared |= seen.intersection(d.files)
+        seen.update(d.files)
+    return [(rel, [d for d in dists if rel in d.files]) for rel in sorted(shared)]
 
 
 def enclosing_sites(roots: tuple[str, ...], sites: list[str]) -> list[str]:
@@ -170,14 +240,54 @@ def enclosing_sites(roots: tuple[str, ...], sites: list[str]) -> list[str]:
     return out
 
 
-def installed_files(dists_by_site: list[tuple[str, list[Distribution]]]) -> dict[str, list[tuple[Distribution, str]]]:
+def installed_files(dists_by_site: list[tuple[str, list[Distribution]]]) -> Mapping[str, list[tuple[Distribution, str]]]:
     """File name -> (distribution, absolute path) for every file a RECORD claims."""
-    out: dict[str, list[tuple[Distribution, str]]] = {}
-    for site, dists in dists_by_site:
-        top = os.path.normpath(site)
-        for d in dists:
-            for rel in d.files:
-                # RECORD's paths are normalized as read: only one reaching outside (../../bin) needs more.
-                path = os.path.normpath(os.path.join(top, rel)) if rel.startswith(".") else f"{top}/{rel}"
-                out.setdefault(rel.rpartition("/")[2], []).append((d, path))
-    return out
+    return _Installed(dists_by_site)
+
+
+class _Installed(Mapping):
+    """installed_files' mapping, indexed when first asked: only advice on a
+    library that does not load asks, and a venv's RECORDs hold tens of
+    thousands of rows."""
+
+    def __init__(self, dists_by_site: list[tuple[str, list[Distribution]]]):
+        self._dists = dists_by_site
+        self._index: dict[str, list[tuple[Distribution, str]]] | None = None
+
+    def _built(self) -> dict[str, list[tuple[Distribution, str]]]:
+        if self._index is None:
+            out: dict[str, list[tuple[Distribution, str]]] = {}
+            for site, dists in self._dists:
+                top = os.path.normpath(site)
+                for d in dists:
+                    for rel in d.files:
+                        # RECORD's paths are normalized as read: only one reaching outside (../../bin) needs more.
+                        path = os.path.normpath(os.path.join(top, rel)) if rel.startswith(".") else f"{top}/{rel}"
+                        out.setdefault(rel.rpartition("/")[2], []).append((d, path))
+            self._index = out
+        return self._index
+
+    def __getitem__(self, name: str) -> list[tuple[Distribution, str]]:
+        return self._built()[name]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __bool__(self) -> bool:
+        return any(d.files for _site, dists in self._dists for d in dists)
+
+    # The dict's own views and lookups, not Mapping's, which go through __getitem__ per key.
+    def get(self, name: str, default=None):
+        return self._built().get(name, default)
+
+    def keys(self):
+        return self._built().keys()
+
+    def items(self):
+        return self._built().items()
+
+    def values(self):
+        return self._built().values()

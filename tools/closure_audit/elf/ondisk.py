@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from .dists import Distribution, owners, record_digest, sha256
+from .dists import Distribution, record_digest, sha256, shared_paths
 
 
 class Contested(NamedTuple):
@@ -29,9 +29,9 @@ def contested(site: str, dists: list[Distribution]) -> list[Contested]:
     """Every file of `site` that two RECORDs or more claim with different
     digests and that is on disk, by its RECORD path, and whose bytes it holds."""
     out = []
-    for rel, claimants in sorted(owners(dists).items()):
-        if len(claimants) < 2 or len({d.files[rel] for d in claimants}) < 2:
-            continue  # one owner, or the same bytes recorded by each
+    for rel, claimants in shared_paths(dists):
+        if len({d.files[rel] for d in claimants}) < 2:
+            continue  # the same bytes recorded by each
         path = os.path.join(site, rel)
         try:
             size = os.path.getsize(path)

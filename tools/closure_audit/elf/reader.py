@@ -29,16 +29,25 @@ def read_elf(path: str) -> ElfFile | None:
     """Read one file: its ELF facts, or None when it does not start with the
     ELF magic. Raises InvalidElf for malformed content, OSError for I/O.
     Non-ELF files cost one read of four bytes."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = os.open(path, OPEN_FLAGS)
     try:
         if os.read(fd, 4) != ELF_MAGIC:
             return None
-        size = os.fstat(fd).st_size
-        check_size(size)
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
-            return parse_elf(data, size)
+        return read_opened(fd)
     finally:
         os.close(fd)
+
+
+OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_opened(fd: int) -> ElfFile:
+    """The ELF facts of an open file whose first four bytes were the ELF
+    magic (elf/walk.py opens each file itself, relative to its directory)."""
+    size = os.fstat(fd).st_size
+    check_size(size)
+    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as data:
+        return parse_elf(data, size)
 
 
 def check_size(size: int) -> None:

@@ -43,12 +43,29 @@ class Releases:
     claim the path and sizes leave the question open)."""
 
     def __init__(self, dists_by_site: list[tuple[str, list[Distribution]]]):
-        self._claims: dict[str, list[tuple[Distribution, str]]] = {}
+        # A file's claims are looked up under each site it lies in, by its path
+        # there (RECORD's paths are normalized as read, elf/dists.py), rather
+        # than every RECORD row indexed by its absolute path first: tens of
+        # thousands of rows, a few hundred files asked about. Only a path
+        # reaching outside its site (../../bin) or absolute is indexed.
+        self._sites: list[tuple[str, list[Distribution]]] = []
+        self._outside: dict[str, list[tuple[Distribution, str]]] = {}
         for site, dists in dists_by_site:
+            top = os.path.normpath(site)
+            self._sites.append((top.rstrip("/") + "/", dists))
             for d in dists:
-                for rel in d.files:
-                    self._claims.setdefault(os.path.normpath(os.path.join(site, rel)), []).append((d, rel))
+                for rel in d.outside:
+                    self._outside.setdefault(os.path.normpath(os.path.join(top, rel)), []).append((d, rel))
         self._seen: dict[str, Release | None] = {}
+
+    def _claims(self, real: str) -> list[tuple[Distribution, str]]:
+        """Every (distribution, RECORD path) claiming the file at `real`."""
+        out = []
+        for top, dists in self._sites:
+            if real.startswith(top):
+                rel = real[len(top):]
+                out += [(d, rel) for d in dists if rel in d.files]
+        return out + self._outside.get(real, [])
 
     def of(self, real: str) -> Release | None:
         if real not in self._seen:
@@ -59,7 +76,7 @@ class Releases:
         m = _FULL.search(os.path.basename(real))
         if m:
             return Release(m[1], "its file name", m[1].split(".")[0] if _numbered_with_cuda(real) else None)
-        claims = self._claims.get(real, [])
+        claims = self._claims(real)
         try:
             size = os.path.getsize(real)
         except OSError:

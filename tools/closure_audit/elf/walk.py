@@ -21,7 +21,8 @@ from collections.abc import Callable
 from ..nix.storepath import store_dir
 from ..util import is_wheel, under
 from .files import HostFiles
-from .reader import ElfFile, InvalidElf
+from .reader import OPEN_FLAGS, ElfFile, InvalidElf, read_opened
+from .records import ELF_MAGIC
 
 
 class Held:
@@ -98,31 +99,89 @@ class Walker:
 
     def _walk(self, top: str) -> None:
         self._tops.append(top)
+        # Each directory is listed through its descriptor. The machine's own
+        # files are opened relative to it (no path walked again per file), in
+        # a loop kept to the system calls a non-ELF file needs: open, read 4
+        # bytes, close; a wheel's or a NAR's files are read through them.
+        host = type(self.files) is HostFiles
         stack = [top]
         scan = self.scan
-        regular = self._regular
+        seen = self._seen_files
+        ignore, found, progress = self.ignore, self.found, self.progress
+        flags = OPEN_FLAGS
         while stack:
             directory = stack.pop()
             try:
-                dev = os.stat(directory).st_dev
-                with os.scandir(directory) as it:
-                    entries = list(it)
+                dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except OSError as exc:
                 scan.problems.append((directory, f"cannot list directory: {_os_reason(exc)}"))
                 continue
-            for entry in entries:
-                # Names are bytes (surrogate-escaped here): a file is judged by its
-                # contents, whatever its name; the output escapes what is not UTF-8.
-                name = entry.name
+            try:
                 try:
-                    if entry.is_file(follow_symlinks=False):
-                        regular(entry.path, dev, entry.inode())
-                    elif entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_symlink():
-                        self._link(entry.path, name, stack)
+                    dev = os.fstat(dfd).st_dev
+                    with os.scandir(dfd) as it:
+                        entries = list(it)
                 except OSError as exc:
-                    scan.problems.append((entry.path, _os_reason(exc)))
+                    scan.problems.append((directory, f"cannot list directory: {_os_reason(exc)}"))
+                    continue
+                prefix = directory if directory.endswith("/") else directory + "/"
+                held = self._held
+                for entry in entries:
+                    # Names are bytes (surrogate-escaped here): a file is judged by its
+                    # contents, whatever its name; the output escapes what is not UTF-8.
+                    name = entry.name
+                    try:
+                        if not entry.is_file(follow_symlinks=False):
+                            if entry.is_dir(follow_symlinks=False):
+                                stack.append(prefix + name)
+                            elif entry.is_symlink():
+                                self._link(prefix + name, name, stack)
+                            continue
+                        inode = entry.inode()
+                    except OSError as exc:
+                        scan.problems.append((prefix + name, _os_reason(exc)))
+                        continue
+                    if not host:
+                        self._regular(prefix + name, dev, inode)
+                        continue
+                    key = (dev, inode)
+                    if key in seen:
+                        self._count(seen[key])
+                        continue
+                    if ignore is not None and ignore(prefix + name):
+                        continue
+                    scan.files += 1
+                    try:
+                        fd = os.open(name, flags, dir_fd=dfd)
+                        try:
+                            info = read_opened(fd) if os.read(fd, 4) == ELF_MAGIC else None
+                        finally:
+                            os.close(fd)
+                    except InvalidElf as exc:
+                        elf = (prefix + name, exc.reason)
+                        scan.problems.append(elf)
+                    except OSError as exc:
+                        # Unreadable: perhaps ELF, perhaps not; counted with the invalid ones.
+                        elf = (prefix + name, _os_reason(exc))
+                        scan.problems.append(elf)
+                    else:
+                        if info is None:
+                            seen[key] = None
+                            held.files += 1
+                            if progress is not None and scan.files % 512 == 0:
+                                progress(scan.files)
+                            continue
+                        path = prefix + name
+                        scan.elf[path] = info
+                        elf = (path, None)
+                        if found is not None:
+                            found(path, info)
+                    seen[key] = elf
+                    self._count(elf)
+                    if progress is not None and scan.files % 512 == 0:  # counted once read
+                        progress(scan.files)
+            finally:
+                os.close(dfd)
 
     def _regular(self, path: str, dev, inode) -> None:
         key = (dev, inode)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections import namedtuple
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
 from ..elf.reader import InvalidElf, read_elf
 from ..errors import UsageError
@@ -29,11 +30,31 @@ def run(options: Options, progress=nullcontext) -> Result:
     """The audit of `audit`. `progress`: a context manager giving a callback
     for the count of files."""
     closure = store_closure(options.scope, options.path_info)
-    with progress() as shown:
+    with progress() as shown, fewer_collections():
         report, loader = audit(options.scope, options.policy, progress=shown, closure=closure, need_root=True, symbols=options.symbols,
                                import_order=options.import_order)
         chain = tree_chain(report, loader, options.tree) if options.tree else None
     return Result(report, chain, options.list_opened)
+
+
+@contextmanager
+def fewer_collections():
+    """An audit makes a few hundred thousand small objects (a key per file
+    walked, a record per ELF file, per need, per finding) and keeps most of
+    them to its end; with the collector's default thresholds the oldest
+    generation, the imported modules included, was scanned twice per audit of
+    a GPU venv (0.04 s of 0.8 s of CPU). What is here before the audit is
+    frozen (never scanned, nor copied by the forks' writes, elf/forked.py) and
+    the youngest generation collected every 10,000 objects, not 700: cycles
+    are still collected, less often."""
+    gc.freeze()
+    threshold = gc.get_threshold()
+    gc.set_threshold(10_000, *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def store_closure(scope, path_info: str | None):

@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from ..elf.dists import enclosing_sites, installed_files, read_distributions
+from ..elf.dists import Prefetched, enclosing_sites, installed_files, read_distributions, reused
 from ..elf.ondisk import contested, identical_sets, present
 from ..elf.reader import InvalidElf, read_elf
 from ..elf.strings import NameReader
@@ -96,6 +96,9 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     # The library names in read-only data of files on disk are searched while
     # the walk goes on; a wheel's members, streamed, after it.
     names = NameReader()
+    # So are the RECORDs of the tree's distributions, by a process of their own.
+    dists = None if scope.mode.nix or names.workers < 2 else Prefetched(
+        enclosing_sites(scope.roots, site_dirs(scope.roots)))
     try:
         walked = walk_targets(scope, ignore=policy.ignored if policy.ignore_paths else None,
                               progress=progress,
@@ -105,22 +108,23 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
         if need_root and walked.unrooted:
             raise TargetError(f"{walked.unrooted[0]}: no venv, conda env or Python site-packages encloses it, "
                               f"so the tree its libraries must resolve in is unknown: pass --root DIR")
-    except BaseException:
+        with reused(dists.take() if dists is not None else None):
+            return _judged(policy, progress, closure, host_root, symbols, import_order, walked, names)
+    finally:
         names.close()
-        raise
+        if dists is not None:
+            dists.close()
+
+
+def _judged(policy, progress, closure, host_root, symbols, import_order, walked, names):
+    """audit's steps after the walk; the names are taken last of what the
+    walk started, so that the workers reading them run beside the rest."""
     env = environment(walked.mode, walked.roots, policy, host_root)
     findings = Findings(policy, walked.mode, walked.scope)
     findings.invalid_elf(walked.scan.problems)
     files = walked.files if env.host_root == "/" else RootFiles(walked.files, Root(env.host_root))
     loader = ld.Loader(env, known=walked.scan.elf, files=files)
     resolved = resolve(loader, walked.scan.elf)
-    read = names.results()
-    for path, elf in walked.scan.elf.items():
-        if path not in read and not os.path.isfile(path):  # a wheel's member
-            read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
-    # What every object of the chains may open: the names read above, and
-    # those of objects outside the targets (a closure's other store paths) now.
-    opened_read = read_opened(resolved.chains, read, env.driver_libraries)
     processes, unread, installed, dists = [], [], {}, []
     if not env.nix:
         preloads = read_preloads(env.tree_roots, loader.listing)
@@ -138,6 +142,13 @@ def audit(scope, policy, progress: Callable[[int], None] | None = None, closure=
     else:
         judge_triton_libcuda(libcuda_search(site_dirs(env.tree_roots)), env.driver_dirs, findings)
     judge_triton_tools(triton_tools(site_dirs(env.tree_roots)), env, findings)
+    read = names.results()
+    for path, elf in walked.scan.elf.items():
+        if path not in read and not os.path.isfile(path):  # a wheel's member
+            read[path] = walked.files.read_names(path) if elf.loadable else ([], 0)
+    # What every object of the chains may open: the names read above, and
+    # those of objects outside the targets (a closure's other store paths) now.
+    opened_read = read_opened(resolved.chains, read, env.driver_libraries)
     # What is opened first: it tells which entry points are plugins.
     from_host = FromHost(processes, resolved.providers, lambda p: env.in_tree(loader.realpath(p)), unread, installed)
     opened = judge_opened(loader, resolved, findings, opened_read, from_host)
