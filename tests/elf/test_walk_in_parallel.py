@@ -100,12 +100,20 @@ def test_names_read_in_pieces_are_those_of_the_whole(tmp_path):
     assert names_read(os.open(path, os.O_RDONLY), 0, 0, ".rodata") == []
 
 
-def no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+def workers_of(reader: NameReader) -> list[int]:
+    return [w.pid for w in reader._workers]
+
+
+def reaped(pids: list[int]) -> bool:
+    """Every one of these forks waited for: none is a child of this process
+    any more (others, of other tests, may be)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return bool(pids)
 
 
 def test_forked_workers_read_what_this_process_reads(tmp_path, monkeypatch):
@@ -125,16 +133,18 @@ def test_forked_workers_read_what_this_process_reads(tmp_path, monkeypatch):
     for p in paths:
         reader.submit(p)
     assert len(reader._workers) == 3
+    pids = workers_of(reader)
     assert reader.results() == want
-    assert no_children_left()
+    assert reaped(pids)
 
     # Names found before the first worker is forked are read here.
     monkeypatch.setattr(strings, "BIG", os.path.getsize(libs[0]) + os.path.getsize(libs[1]) + 1)
     reader = NameReader(workers=2)
     for p in paths:
         reader.submit(p)
+    pids = workers_of(reader)
     assert reader._pending[libs[0]] is None and reader.results() == want
-    assert no_children_left()
+    assert reaped(pids)
 
 
 def test_an_abandoned_reader_leaves_no_worker(monkeypatch):
@@ -144,9 +154,9 @@ def test_an_abandoned_reader_leaves_no_worker(monkeypatch):
     reader = NameReader(workers=3)
     for p in host_libraries(6):
         reader.submit(p)
-    assert reader._workers
+    pids = workers_of(reader)
     reader.close()
-    assert no_children_left()
+    assert reaped(pids)
 
 
 def test_names_read_from_a_file_without_section_table_match_the_mapping(tmp_path):
@@ -196,7 +206,8 @@ def test_the_audit_process_reads_what_no_worker_has_started(monkeypatch):
     reader = NameReader(workers=2)
     reader.submit(libs[0])
     (worker,) = reader._workers
-    os.kill(worker.pid, signal.SIGSTOP)
+    pid = worker.pid
+    os.kill(pid, signal.SIGSTOP)
     for p in libs[1:]:
         reader.submit(p)
     taken = reader._taken
@@ -204,7 +215,7 @@ def test_the_audit_process_reads_what_no_worker_has_started(monkeypatch):
     def resume_once_taken():
         while not all(taken[i] for i in range(len(libs))):
             threading.Event().wait(0.01)
-        os.kill(worker.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
 
     threading.Thread(target=resume_once_taken, daemon=True).start()
     by_main = []
@@ -212,4 +223,4 @@ def test_the_audit_process_reads_what_no_worker_has_started(monkeypatch):
     monkeypatch.setattr(strings, "read_names_or_error", lambda p: by_main.append(p) or original(p))
     assert reader.results() == want
     assert by_main[:len(libs) - 1] == libs[:0:-1]  # all but perhaps the first, from the last back
-    assert no_children_left()
+    assert reaped([pid])
