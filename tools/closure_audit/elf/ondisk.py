@@ -33,20 +33,28 @@ def contested(site: str, dists: list[Distribution]) -> list[Contested]:
         if len({d.files[rel] for d in claimants}) < 2:
             continue  # the same bytes recorded by each
         path = os.path.join(site, rel)
-        try:
-            size = os.path.getsize(path)
-        except OSError:
+        matching = matching_claims(path, [(d, rel) for d in claimants])
+        if matching is None:
             continue  # not on disk any more: uninstalling one deleted it
-        # One claimant's recorded size alone matching, every other's recorded and
-        # different, tells whose bytes these are without reading them.
-        sized = [d for d in claimants if d.sizes.get(rel, size) == size]
-        if len(sized) == 1 and all(rel in d.sizes for d in claimants):
-            on_disk = sized[0]
-        else:
-            disk = record_digest(sha256(path)) if sized else None
-            on_disk = next((d for d in sized if disk is not None and d.files[rel] == disk), None)
+        on_disk = matching[0][0] if matching else None
         out.append(Contested(path, claimants, on_disk))
     return out
+
+
+def matching_claims(path: str, claims: list[tuple[Distribution, str]]) -> list[tuple[Distribution, str]] | None:
+    """The (distribution, RECORD path) claims whose recorded bytes are the
+    file at `path`; None when it is not on disk. One claimant's recorded size
+    alone matching, every other's recorded and different, tells whose bytes
+    these are without reading them."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    sized = [(d, rel) for d, rel in claims if d.sizes.get(rel, size) == size]
+    if len(sized) > 1 or sized and len(claims) > 1 and not all(rel in d.sizes for d, rel in claims):
+        digest = record_digest(sha256(path))
+        sized = [(d, rel) for d, rel in sized if digest is not None and d.files.get(rel) == digest]
+    return sized
 
 
 def identical(paths: list[str]) -> str | None:

@@ -26,7 +26,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .dists import Distribution, cuda_major, record_digest, sha256
+from .dists import Distribution, cuda_major
+from .ondisk import matching_claims
 
 _FULL = re.compile(r"\.so\.(\d+(?:\.\d+)+)$")
 
@@ -76,18 +77,8 @@ class Releases:
         m = _FULL.search(os.path.basename(real))
         if m:
             return Release(m[1], "its file name", m[1].split(".")[0] if _numbered_with_cuda(real) else None)
-        claims = self._claims(real)
-        try:
-            size = os.path.getsize(real)
-        except OSError:
-            return None
-        sized = [(d, rel) for d, rel in claims if d.sizes.get(rel, size) == size]
-        # Hashed only where sizes leave it open (as distribution-file-conflict decides):
-        # cuDNN's and NCCL's gigabyte is not read to confirm what sizes tell.
-        if len(sized) > 1 or sized and len(claims) > 1 and not all(rel in d.sizes for d, rel in claims):
-            digest = record_digest(sha256(real))  # as RECORD writes it
-            sized = [(d, rel) for d, rel in sized if digest is not None and d.files.get(rel) == digest]
-        if len(sized) != 1:
+        sized = matching_claims(real, self._claims(real))
+        if sized is None or len(sized) != 1:
             return None
         d = sized[0][0]
         return Release(d.version, f"{d.name} {d.version}'s RECORD", cuda_major(d))
