@@ -341,14 +341,15 @@ def load_dump(file: str, targets: list[str]) -> Closure:
     return Closure(graph, roots, file, store)
 
 
-def dump_outline(file: str) -> tuple[int, bool] | None:
-    """(entries of a saved dump, whether any carries a closureSize), from its
-    bytes without reading it (one count of its `"narSize"` keys, one search):
-    what `size --all` needs to refuse a dump before reading it. None where
-    the file is not a regular file that can be mapped."""
+def entries_without_closure_size(file: str) -> int | None:
+    """The entries of a saved dump none of whose entries carries a
+    closureSize (a count of its `"narSize"` keys), from its bytes without
+    reading it: what `size --all` needs to refuse a dump before reading it.
+    None where one carries it (one search, no count) or the file is not a
+    regular file that can be mapped."""
     try:
         with open(file, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _count(data, b'"narSize"'), data.find(b'"closureSize"') >= 0
+            return None if data.find(b'"closureSize"') >= 0 else _count(data, b'"narSize"')
     except (OSError, ValueError):
         return None
 

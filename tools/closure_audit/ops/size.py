@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ..closure.graph import dump_outline
+from ..closure.graph import entries_without_closure_size
 from ..closure.sizes import MAX_STEPS, roots_closure_size, steps_for_every_closure_size, table
 from ..errors import UsageError
 from . import result_type
@@ -27,9 +27,9 @@ def check_dump(path_info: str) -> None:
     """`size --all` of a saved dump refused before the dump is read (at a
     million paths the read alone takes seconds), where none of its entries
     has a closure size and computing them all would pass MAX_STEPS."""
-    outline = dump_outline(path_info)
-    if outline is not None and not outline[1]:
-        _refuse_past_limit(outline[0], outline[0], outline[0] * outline[0] // 64)
+    n = entries_without_closure_size(path_info)
+    if n is not None:
+        _refuse_past_limit(n, n, n * n // 64)
 
 
 def _refuse_past_limit(missing: int, paths: int, steps: int) -> None:
